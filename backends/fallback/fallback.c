@@ -1,0 +1,94 @@
+/*
+ * fallback — plain base pages. Always available; the last resort of every
+ * selection. Built both as a plugin and into the core (HP_BUILTIN_FALLBACK),
+ * so hp_alloc works with no plugin directory at all.
+ */
+#include "backend_util.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static const struct hp_host *host;
+
+static int fallback_probe(struct hp_backend_caps *caps)
+{
+    caps->available = 1;
+    caps->n_page_sizes = 1;
+    caps->page_sizes[0] = host->base_page_size;
+    caps->pool_free[0] = UINT64_MAX;
+    hpb_reason(caps, "base pages (%llu KiB), always available",
+               (unsigned long long)(host->base_page_size >> 10));
+    return HP_OK;
+}
+
+static int fallback_map(const struct hp_map_request *req, struct hp_mapping *out)
+{
+    uint64_t len = hpb_round_up(req->len, host->base_page_size);
+    void *p;
+    int rc = hpb_map_aligned(host, len, host->base_page_size, 0, &p);
+    if (rc != HP_OK)
+        return rc;
+    if (req->flags & HP_F_POPULATE) {
+        rc = hpb_populate(host, p, len);
+        if (rc != HP_OK) {
+            host->os_unmap(p, len);
+            return rc;
+        }
+    }
+    out->addr = out->map_addr = p;
+    out->len = out->map_len = len;
+    out->page_size = host->base_page_size;
+    return HP_OK;
+}
+
+static int fallback_unmap(const struct hp_mapping *m)
+{
+    int rc = host->os_unmap(m->map_addr, m->map_len);
+    return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
+}
+
+/* mremap moves page tables, never bytes; base pages need no alignment. */
+static int fallback_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+{
+    (void)flags;
+    uint64_t len = hpb_round_up(new_len, host->base_page_size);
+    void *p;
+    int rc = host->os_remap(m->map_addr, m->map_len, len, MREMAP_MAYMOVE, NULL, &p);
+    if (rc < 0)
+        return hpb_fail(host, HP_ENOMEM, "mremap to %llu bytes failed: %s",
+                        (unsigned long long)len, strerror(-rc));
+    m->addr = m->map_addr = p;
+    m->len = m->map_len = len;
+    return HP_OK;
+}
+
+static int fallback_advise(const struct hp_mapping *m, uint64_t flags)
+{
+    return (flags & HP_F_POPULATE) ? hpb_populate(host, m->addr, m->len) : HP_OK;
+}
+
+static const struct hp_backend_ops fallback_ops = {
+    .abi_version = HP_BACKEND_ABI_VERSION,
+    .size = sizeof(struct hp_backend_ops),
+    .name = "fallback",
+    .description = "base pages: plain anonymous mmap",
+    .kind = HP_KIND_BASE,
+    .probe = fallback_probe,
+    .map = fallback_map,
+    .unmap = fallback_unmap,
+    .remap = fallback_remap,
+    .advise = fallback_advise,
+};
+
+#ifdef HP_BUILTIN_FALLBACK
+#include "loader.h"
+const struct hp_backend_ops *hp_builtin_fallback(const struct hp_host *h)
+#else
+HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);
+HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h)
+#endif
+{
+    host = h;
+    return &fallback_ops;
+}

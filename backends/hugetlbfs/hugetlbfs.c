@@ -1,0 +1,236 @@
+/*
+ * hugetlbfs — pages from the kernel's reserved hugetlb pools (MAP_HUGETLB),
+ * every size under /sys/kernel/mm/hugepages.
+ *
+ * Safety: the mapping is made without MAP_NORESERVE, so the kernel reserves
+ * every page at mmap time or fails it with ENOMEM; a block that was handed
+ * out can never SIGBUS on first touch for lack of pool pages, even if another
+ * process drains the pool after the probe. When a hugetlb cgroup limit
+ * applies at fault time (hugetlb.<size>.max), reservations are not enough,
+ * so every block is populated with MADV_POPULATE_WRITE, which fails cleanly
+ * instead of raising SIGBUS.
+ */
+#include "backend_util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+
+#define POOL_DIR "/sys/kernel/mm/hugepages"
+
+static const struct hp_host *host;
+
+struct pool {
+    uint64_t total, free, rsvd, surplus, overcommit;
+};
+
+static int read_u64(const char *path, uint64_t *out)
+{
+    char buf[64];
+    unsigned long long v;
+    char extra;
+    if (host->read_text(path, buf, sizeof(buf)) <= 0)
+        return -1;
+    if (sscanf(buf, "%llu%c", &v, &extra) < 1 || buf[0] < '0' || buf[0] > '9')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int read_pool(uint64_t page_size, struct pool *p)
+{
+    static const char *files[] = {"nr_hugepages", "free_hugepages", "resv_hugepages",
+                                  "surplus_hugepages", "nr_overcommit_hugepages"};
+    uint64_t *slots[] = {&p->total, &p->free, &p->rsvd, &p->surplus, &p->overcommit};
+    char path[160];
+    for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++) {
+        snprintf(path, sizeof(path), POOL_DIR "/hugepages-%llukB/%s",
+                 (unsigned long long)(page_size >> 10), files[i]);
+        if (read_u64(path, slots[i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Pages a new mapping can still reserve: free ones not yet promised to
+ * someone, plus what overcommit may add as surplus. */
+static uint64_t reservable(const struct pool *p)
+{
+    uint64_t free_now = p->free > p->rsvd ? p->free - p->rsvd : 0;
+    uint64_t extra = p->overcommit > p->surplus ? p->overcommit - p->surplus : 0;
+    return free_now + extra;
+}
+
+/* cgroup v2 hugetlb controller name of a size: 2MB, 1GB, 64KB. */
+static void cgroup_size_name(uint64_t ps, char *out, size_t cap)
+{
+    if (ps >= (UINT64_C(1) << 30))
+        snprintf(out, cap, "%lluGB", (unsigned long long)(ps >> 30));
+    else if (ps >= (UINT64_C(1) << 20))
+        snprintf(out, cap, "%lluMB", (unsigned long long)(ps >> 20));
+    else
+        snprintf(out, cap, "%lluKB", (unsigned long long)(ps >> 10));
+}
+
+/* Pages left under this process's hugetlb cgroup fault-time limit, or
+ * UINT64_MAX when no limit applies. */
+static uint64_t cgroup_room(uint64_t ps)
+{
+    char buf[512], path[600], name[16];
+    if (host->read_text("/proc/self/cgroup", buf, sizeof(buf)) <= 0)
+        return UINT64_MAX;
+    char *v2 = strstr(buf, "0::");
+    if (!v2)
+        return UINT64_MAX;
+    v2 += 3;
+    v2[strcspn(v2, "\n")] = '\0';
+    cgroup_size_name(ps, name, sizeof(name));
+    uint64_t max, current;
+    snprintf(path, sizeof(path), "/sys/fs/cgroup%s/hugetlb.%s.max", v2, name);
+    if (read_u64(path, &max) != 0)
+        return UINT64_MAX;  /* no controller, or "max" */
+    snprintf(path, sizeof(path), "/sys/fs/cgroup%s/hugetlb.%s.current", v2, name);
+    if (read_u64(path, &current) != 0)
+        current = 0;
+    return max > current ? (max - current) / ps : 0;
+}
+
+static int memfd_usable(void)
+{
+    int fd = memfd_create("hp-probe", MFD_HUGETLB | MFD_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+}
+
+static int hugetlbfs_mounted(void)
+{
+    char buf[8192];
+    return host->read_text("/proc/mounts", buf, sizeof(buf)) > 0 && strstr(buf, " hugetlbfs ");
+}
+
+/* What does not change while we run is looked up once: which sizes the
+ * kernel has, and whether memfd and a mount are usable. The core re-probes
+ * before every large allocation, and only the pool counters move. */
+static uint64_t size_shifts;   /* bit n: 2^n pages exist */
+static int fixed_probed, memfd_ok, mounted;
+
+static void probe_fixed(void)
+{
+    for (unsigned shift = 16; shift <= 34; shift++) {
+        char path[160];
+        uint64_t ps = UINT64_C(1) << shift, v;
+        snprintf(path, sizeof(path), POOL_DIR "/hugepages-%llukB/nr_hugepages",
+                 (unsigned long long)(ps >> 10));
+        if (ps > host->base_page_size && read_u64(path, &v) == 0)
+            size_shifts |= UINT64_C(1) << shift;
+    }
+    memfd_ok = memfd_usable();
+    mounted = hugetlbfs_mounted();
+    fixed_probed = 1;
+}
+
+static int hugetlb_probe(struct hp_backend_caps *caps)
+{
+    char list[160] = "";
+    size_t used = 0;
+    unsigned found = 0;
+    caps->flags = HP_CAPS_REPROBE;  /* pools change under us */
+    if (!fixed_probed)
+        probe_fixed();
+    for (unsigned shift = 16; shift <= 34 && caps->n_page_sizes < HP_MAX_PAGE_SIZES; shift++) {
+        uint64_t ps = UINT64_C(1) << shift;
+        struct pool pool;
+        if (!(size_shifts >> shift & 1) || read_pool(ps, &pool) != 0)
+            continue;
+        found++;
+        uint64_t room = reservable(&pool), limit = cgroup_room(ps);
+        if (limit < room)
+            room = limit;
+        int n = snprintf(list + used, sizeof(list) - used, "%s%lluK %llu/%llu free", used ? ", " : "",
+                         (unsigned long long)(ps >> 10), (unsigned long long)room,
+                         (unsigned long long)pool.total);
+        if (n > 0 && (size_t)n < sizeof(list) - used)
+            used += (size_t)n;
+        if (pool.total == 0 && pool.overcommit == 0)
+            continue;
+        unsigned i = caps->n_page_sizes++;
+        caps->page_sizes[i] = ps;
+        caps->pool_free[i] = room;
+        caps->page_flags[i] = HP_PAGE_GUARANTEED;
+    }
+    if (!found) {
+        hpb_reason(caps, "no hugetlb support (%s missing)", POOL_DIR);
+        return HP_OK;
+    }
+    caps->available = caps->n_page_sizes > 0;
+    hpb_reason(caps, "%s%s; memfd %s, hugetlbfs %s", caps->available ? "" : "no pool reserved: ",
+               list, memfd_ok ? "usable" : "unusable", mounted ? "mounted" : "not mounted");
+    return HP_OK;
+}
+
+static int hugetlb_map(const struct hp_map_request *req, struct hp_mapping *out)
+{
+    uint64_t ps = req->page_size, len = hpb_round_up(req->len, ps);
+    int shift = __builtin_ctzll(ps);
+    void *p;
+    int rc = host->os_map(NULL, len, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), -1,
+                          0, &p);
+    if (rc < 0)
+        return hpb_fail(host, HP_ENOMEM, "hugetlb pool of %llu KiB pages cannot reserve %llu pages: %s",
+                        (unsigned long long)(ps >> 10), (unsigned long long)(len / ps),
+                        strerror(-rc));
+    if ((req->flags & HP_F_POPULATE) || cgroup_room(ps) != UINT64_MAX) {
+        rc = hpb_populate(host, p, len);
+        if (rc != HP_OK) {
+            host->os_unmap(p, len);
+            return rc;
+        }
+    }
+    out->addr = out->map_addr = p;
+    out->len = out->map_len = len;
+    out->page_size = ps;
+    return HP_OK;
+}
+
+static int hugetlb_unmap(const struct hp_mapping *m)
+{
+    int rc = host->os_unmap(m->map_addr, m->map_len);
+    return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
+}
+
+static int hugetlb_advise(const struct hp_mapping *m, uint64_t flags)
+{
+    return (flags & HP_F_POPULATE) ? hpb_populate(host, m->addr, m->len) : HP_OK;
+}
+
+static const struct hp_backend_ops hugetlb_ops = {
+    .abi_version = HP_BACKEND_ABI_VERSION,
+    .size = sizeof(struct hp_backend_ops),
+    .name = "hugetlbfs",
+    .description = "reserved hugetlb pool pages (MAP_HUGETLB), every size the kernel offers",
+    .kind = HP_KIND_HUGETLB,
+    .probe = hugetlb_probe,
+    .map = hugetlb_map,
+    .unmap = hugetlb_unmap,
+    .advise = hugetlb_advise,
+};
+
+HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);
+HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h)
+{
+    host = h;
+    return &hugetlb_ops;
+}

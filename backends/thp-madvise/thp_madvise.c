@@ -1,0 +1,146 @@
+/*
+ * thp-madvise — PMD-size transparent huge pages on demand.
+ *
+ * Blocks are mapped PMD-aligned so every whole PMD of the block can be a huge
+ * page, then marked MADV_HUGEPAGE. Available when THP is not "never" for the
+ * PMD size and the process has not disabled THP with prctl.
+ */
+#include "backend_util.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+
+#define THP_DIR "/sys/kernel/mm/transparent_hugepage"
+
+static const struct hp_host *host;
+static _Atomic int collapse_unsupported;  /* remembered: kernel said EINVAL */
+
+/* PMD-size mode: hugepages-<pmd>kB/enabled (Linux 6.8+) can say "inherit"
+ * (use the top-level switch) or override it. */
+static int pmd_mode(uint64_t pmd, char *mode, size_t cap)
+{
+    char path[160];
+    snprintf(path, sizeof(path), THP_DIR "/hugepages-%llukB/enabled",
+             (unsigned long long)(pmd >> 10));
+    int rc = hpb_read_mode(host, path, mode, cap);
+    if (rc == -ENOENT || (rc == 0 && !strcmp(mode, "inherit")))
+        rc = hpb_read_mode(host, THP_DIR "/enabled", mode, cap);
+    return rc;
+}
+
+static int thp_probe(struct hp_backend_caps *caps)
+{
+    char buf[64], mode[16], defrag[32] = "?";
+    uint64_t pmd = 0;
+    int64_t n = host->read_text(THP_DIR "/hpage_pmd_size", buf, sizeof(buf));
+    if (n <= 0 || sscanf(buf, "%llu", (unsigned long long *)&pmd) != 1 || pmd == 0 ||
+        (pmd & (pmd - 1)) || pmd <= host->base_page_size) {
+        hpb_reason(caps, "no THP support: %s/hpage_pmd_size unreadable or invalid", THP_DIR);
+        return HP_OK;
+    }
+    if (pmd_mode(pmd, mode, sizeof(mode)) != 0) {
+        hpb_reason(caps, "THP enabled switch unreadable or invalid");
+        return HP_OK;
+    }
+    if (hpb_read_mode(host, THP_DIR "/defrag", defrag, sizeof(defrag)) != 0)
+        snprintf(defrag, sizeof(defrag), "?");
+    caps->n_page_sizes = 1;
+    caps->page_sizes[0] = pmd;
+    caps->pool_free[0] = UINT64_MAX;
+    caps->page_flags[0] = !strcmp(mode, "madvise") ? HP_PAGE_ADVISED : 0;
+    if (!strcmp(mode, "never")) {
+        hpb_reason(caps, "THP for %llu KiB pages is \"never\"", (unsigned long long)(pmd >> 10));
+        return HP_OK;
+    }
+    int disabled = prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
+    if (disabled > 0) {
+        hpb_reason(caps, "THP disabled for this process (prctl PR_SET_THP_DISABLE)");
+        return HP_OK;
+    }
+    caps->available = 1;
+    hpb_reason(caps, "%llu KiB THP, enabled=%s, defrag=%s", (unsigned long long)(pmd >> 10),
+               mode, defrag);
+    return HP_OK;
+}
+
+static int thp_collapse(void *addr, uint64_t len, uint64_t pmd)
+{
+    if (atomic_load(&collapse_unsupported))
+        return HP_OK;
+    uintptr_t start = hpb_round_up((uintptr_t)addr, pmd), end = ((uintptr_t)addr + len) & ~(pmd - 1);
+    if (end <= start)
+        return HP_OK;
+    int rc = host->os_advise((void *)start, end - start, MADV_COLLAPSE);
+    if (rc == -EINVAL)
+        atomic_store(&collapse_unsupported, 1);  /* Linux < 6.1 */
+    else if (rc < 0)
+        host->log("thp-madvise", "MADV_COLLAPSE failed; huge pages will come from faults");
+    return HP_OK;
+}
+
+static int thp_apply(void *addr, uint64_t len, uint64_t pmd, uint64_t flags)
+{
+    if (flags & HP_F_POPULATE) {
+        int rc = hpb_populate(host, addr, len);
+        if (rc != HP_OK)
+            return rc;
+    }
+    return (flags & HP_F_COLLAPSE) ? thp_collapse(addr, len, pmd) : HP_OK;
+}
+
+static int thp_map(const struct hp_map_request *req, struct hp_mapping *out)
+{
+    uint64_t pmd = req->page_size, len = hpb_round_up(req->len, host->base_page_size);
+    void *p;
+    int rc = hpb_map_aligned(host, len, pmd, 0, &p);
+    if (rc != HP_OK)
+        return rc;
+    rc = host->os_advise(p, len, MADV_HUGEPAGE);
+    if (rc < 0) {
+        host->os_unmap(p, len);
+        return hpb_fail(host, HP_ENOMEM, "madvise(MADV_HUGEPAGE) failed: %s", strerror(-rc));
+    }
+    rc = thp_apply(p, len, pmd, req->flags);
+    if (rc != HP_OK) {
+        host->os_unmap(p, len);
+        return rc;
+    }
+    out->addr = out->map_addr = p;
+    out->len = out->map_len = len;
+    out->page_size = pmd;
+    return HP_OK;
+}
+
+static int thp_unmap(const struct hp_mapping *m)
+{
+    int rc = host->os_unmap(m->map_addr, m->map_len);
+    return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
+}
+
+static int thp_advise(const struct hp_mapping *m, uint64_t flags)
+{
+    return thp_apply(m->addr, m->len, m->page_size, flags);
+}
+
+static const struct hp_backend_ops thp_ops = {
+    .abi_version = HP_BACKEND_ABI_VERSION,
+    .size = sizeof(struct hp_backend_ops),
+    .name = "thp-madvise",
+    .description = "PMD-aligned anonymous memory with MADV_HUGEPAGE",
+    .kind = HP_KIND_THP,
+    .probe = thp_probe,
+    .map = thp_map,
+    .unmap = thp_unmap,
+    .advise = thp_advise,
+};
+
+HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);
+HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h)
+{
+    host = h;
+    return &thp_ops;
+}

@@ -1,0 +1,96 @@
+/*
+ * libhp — allocating, resizing, freeing and inspecting blocks.
+ *
+ * A block is a page-aligned range of anonymous memory served by one backend
+ * (see hp/introspect.h). Blocks are zero-filled unless HP_F_NOZERO is given.
+ * Every function here is thread-safe; a block may be freed by a different
+ * thread than the one that allocated it, and after fork() the child may use,
+ * resize and free the blocks it inherited.
+ */
+#ifndef HP_ALLOC_H
+#define HP_ALLOC_H
+
+#include "common.h"
+
+HP_BEGIN_DECLS
+
+/* Allocation flags (uint64_t). Unknown bits are rejected with HP_EFLAGS. */
+#define HP_F_REQUIRE_HUGE UINT64_C(0x1)   /* fail with HP_ENOHUGE instead of using base pages */
+#define HP_F_POPULATE     UINT64_C(0x2)   /* prefault the whole block before returning */
+#define HP_F_COLLAPSE     UINT64_C(0x4)   /* ask the kernel to collapse into huge pages now */
+#define HP_F_NOZERO       UINT64_C(0x8)   /* contents may be left over from earlier use */
+
+/* Bits 56..61 carry log2 of a requested page size; 0 means "libhp chooses".
+ * hp_page_size_flag() builds them for any size; the common ones are here. */
+#define HP_F_PAGE_SHIFT_POS 56
+#define HP_F_PAGE_SHIFT_MASK (UINT64_C(0x3f) << HP_F_PAGE_SHIFT_POS)
+#define HP_F_PAGE_4K  (UINT64_C(12) << HP_F_PAGE_SHIFT_POS)
+#define HP_F_PAGE_64K (UINT64_C(16) << HP_F_PAGE_SHIFT_POS)
+#define HP_F_PAGE_2M  (UINT64_C(21) << HP_F_PAGE_SHIFT_POS)
+#define HP_F_PAGE_1G  (UINT64_C(30) << HP_F_PAGE_SHIFT_POS)
+
+/* The flag bits that request page_size (a power of two from 4 KiB to 2^63),
+ * or 0 if page_size is not such a power of two. Thread-safe. */
+HP_EXTERN(uint64_t) hp_page_size_flag(uint64_t page_size);
+
+/* Extended allocation options. Set size = sizeof(struct hp_alloc_opts), or
+ * start from HP_ALLOC_OPTS_INIT; fields may only be appended. */
+struct hp_alloc_opts {
+    uint32_t size;          /* sizeof(struct hp_alloc_opts) as the caller knows it */
+    uint32_t reserved;      /* must be 0 */
+    uint64_t flags;         /* HP_F_* */
+    const char *backend;    /* NULL, or the only backend allowed to serve */
+    const char *exclude;    /* NULL, or comma-separated backend names never to use */
+};
+#define HP_ALLOC_OPTS_INIT {sizeof(struct hp_alloc_opts), 0, 0, NULL, NULL}
+
+/* Allocate size bytes (rounded up to whole pages), page aligned, from the
+ * best backend for this request on this machine (README "Selection").
+ * Returns NULL on failure with hp_last_error() set: HP_ESIZE (0 or too large),
+ * HP_EFLAGS, HP_ENOHUGE (HP_F_REQUIRE_HUGE and no huge pages), HP_ENOBACKEND,
+ * HP_ENOMEM, HP_EENV. Thread-safe. */
+HP_EXTERN(void *) hp_alloc(size_t size, uint64_t flags);
+
+/* hp_alloc with a backend choice: opts->backend restricts the request to
+ * that backend; opts->exclude removes backends from consideration.
+ * opts may be NULL (same as hp_alloc(size, 0)). Thread-safe. */
+HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts);
+
+/* Free a block. Returns HP_OK, or HP_EFOREIGN (not a libhp block),
+ * HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already). NULL is a
+ * no-op returning HP_OK. A failed free never touches memory. Thread-safe. */
+HP_EXTERN(int32_t) hp_free(void *p);
+
+/* Resize a block to new_size bytes, preserving min(old, new) bytes of
+ * contents; the block may move. hp_realloc(NULL, n, f) is hp_alloc(n, f).
+ * hp_realloc(p, 0, f) frees p and returns NULL with hp_last_error() == HP_OK.
+ * On failure, returns NULL and p is untouched and still valid.
+ * flags apply to the resized block (page size, HP_F_REQUIRE_HUGE, ...).
+ * Thread-safe, but one block must not be resized and freed concurrently. */
+HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags);
+
+/* What a block really is. Set size = sizeof(struct hp_block_info) or start
+ * from HP_BLOCK_INFO_INIT; libhp fills at most that many bytes. */
+struct hp_block_info {
+    uint32_t size;                 /* in: sizeof as the caller knows it */
+    uint32_t reserved;
+    char backend[32];              /* name of the backend serving the block */
+    uint64_t requested_page_size;  /* page size asked for by flags, 0 if none */
+    uint64_t page_size;            /* page size the backend mapped the block for */
+    uint64_t usable_size;          /* bytes the caller may use */
+    uint64_t mapped_size;          /* bytes of address space the block holds */
+    uint64_t huge_bytes;           /* bytes of the block backed by pages larger
+                                      than the base page right now (measured) */
+    uint64_t flags;                /* HP_F_* the block was allocated with */
+};
+#define HP_BLOCK_INFO_INIT {sizeof(struct hp_block_info), 0, {0}, 0, 0, 0, 0, 0, 0}
+
+/* Describe the block starting at p. Returns HP_OK, HP_EINVAL (info NULL or
+ * info->size too small), HP_EFOREIGN, HP_EINTERIOR or HP_EDOUBLEFREE.
+ * huge_bytes is read from the kernel (smaps, or the backend's own measure).
+ * Thread-safe. */
+HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info);
+
+HP_END_DECLS
+
+#endif /* HP_ALLOC_H */

@@ -1,0 +1,17 @@
+/* A live block: what the registry keeps for each pointer libhp handed out. */
+#ifndef HP_LIB_BLOCK_H
+#define HP_LIB_BLOCK_H
+
+#include "hp/backend.h"
+
+struct hp_backend;
+
+struct hp_block {
+    struct hp_block *next;        /* registry hash chain */
+    struct hp_backend *backend;
+    struct hp_mapping m;
+    uint64_t flags;               /* HP_F_* given at allocation */
+    uint64_t requested_page_size; /* from flags, 0 if none */
+};
+
+#endif

@@ -1,0 +1,44 @@
+#include "hp/introspect.h"
+#include "hp/errors.h"
+#include "error.h"
+#include "loader.h"
+
+#include <stdio.h>
+#include <string.h>
+
+HP_EXTERN(int32_t) hp_backend_count(void)
+{
+    return (int32_t)hp_core()->n;
+}
+
+HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info)
+{
+    const size_t min_info = offsetof(struct hp_backend_info, pool_free) + sizeof(info->pool_free);
+    if (!info)
+        return hp_fail(HP_EINVAL, "hp_backend_get: info is NULL");
+    if (info->size < min_info)
+        return hp_fail(HP_EINVAL, "hp_backend_get: info->size is %u, expected at least %zu",
+                       info->size, min_info);
+    struct hp_core *c = hp_core();
+    if (index >= c->n)
+        return hp_fail(HP_ERANGE, "hp_backend_get: index %u, only %u backends", index, c->n);
+    struct hp_backend *b = &c->backends[index];
+    uint32_t size = info->size;
+    struct hp_backend_info full = {.size = size};
+    snprintf(full.name, sizeof(full.name), "%s", b->name);
+    snprintf(full.path, sizeof(full.path), "%s", b->path);
+    if (!b->ops) {
+        snprintf(full.reason, sizeof(full.reason), "rejected: %s", b->reason);
+    } else {
+        struct hp_backend_caps caps;
+        hp_backend_caps_now(b, &caps);
+        full.available = caps.available ? 1 : 0;
+        full.kind = b->kind;
+        full.n_page_sizes = caps.n_page_sizes;
+        memcpy(full.page_sizes, caps.page_sizes, sizeof(full.page_sizes));
+        memcpy(full.pool_free, caps.pool_free, sizeof(full.pool_free));
+        snprintf(full.reason, sizeof(full.reason), "%s", caps.reason);
+    }
+    memcpy(info, &full, size < sizeof(full) ? size : sizeof(full));
+    return HP_OK;
+}

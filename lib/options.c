@@ -1,0 +1,179 @@
+#include "options.h"
+#include "hp/errors.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#ifndef HP_BACKEND_DIR
+#error "HP_BACKEND_DIR must be defined by the build"
+#endif
+
+static struct hp_options opts;
+static pthread_once_t opts_once = PTHREAD_ONCE_INIT;
+
+typedef int (*parse_fn)(const char *name, const char *value, struct hp_options *o);
+
+struct option_def {
+    const char *name;
+    parse_fn parse;
+    const char *accepted;
+    const char *help;
+};
+
+static int bad_value(struct hp_options *o, const char *name, const char *value,
+                     const char *accepted)
+{
+    o->error = HP_EENV;
+    snprintf(o->error_detail, sizeof(o->error_detail), "%s=\"%.80s\" is invalid; accepted: %s",
+             name, value, accepted);
+    return -1;
+}
+
+static int parse_debug(const char *name, const char *v, struct hp_options *o)
+{
+    static const char *yes[] = {"1", "yes", "true", "on"};
+    static const char *no[] = {"0", "no", "false", "off", ""};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++)
+        if (!strcasecmp(v, yes[i]))
+            return o->debug = 1, 0;
+    for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++)
+        if (!strcasecmp(v, no[i]))
+            return o->debug = 0, 0;
+    return bad_value(o, name, v, "0, 1, yes, no, true, false, on, off");
+}
+
+static int parse_abs_dir(const char *name, const char *v, const char **slot,
+                         struct hp_options *o)
+{
+    if (v[0] != '/' || strlen(v) > 200 || strstr(v, "/../") || strchr(v, '\n'))
+        return bad_value(o, name, v, "an absolute directory path up to 200 bytes");
+    *slot = v;
+    return 0;
+}
+
+static int parse_backend_path(const char *name, const char *v, struct hp_options *o)
+{
+    return parse_abs_dir(name, v, &o->backend_path, o);
+}
+
+static int parse_sysfs_root(const char *name, const char *v, struct hp_options *o)
+{
+    return parse_abs_dir(name, v, &o->sysfs_root, o);
+}
+
+int hp_valid_backend_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= HP_OPT_NAME_LEN)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+int hp_parse_name_list(const char *spec, char names[][HP_OPT_NAME_LEN], unsigned max,
+                       char *detail, size_t detail_cap)
+{
+    unsigned n = 0;
+    const char *p = spec;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char name[HP_OPT_NAME_LEN + 1];
+        if (len == 0 || len >= HP_OPT_NAME_LEN) {
+            snprintf(detail, detail_cap, "empty or over-long name in list \"%.80s\"", spec);
+            return -1;
+        }
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (!hp_valid_backend_name(name)) {
+            snprintf(detail, detail_cap, "\"%s\" is not a backend name ([a-z0-9_-])", name);
+            return -1;
+        }
+        if (n == max) {
+            snprintf(detail, detail_cap, "more than %u names in list", max);
+            return -1;
+        }
+        memcpy(names[n++], name, len + 1);
+        p += len;
+        if (*p == ',' && *++p == '\0') {
+            snprintf(detail, detail_cap, "trailing comma in list \"%.80s\"", spec);
+            return -1;
+        }
+    }
+    return (int)n;
+}
+
+/* "a,b" uses only a then b; "-c" never uses c; they may be mixed. */
+static int parse_backends(const char *name, const char *v, struct hp_options *o)
+{
+    char names[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
+    char spec[HP_OPT_MAX_NAMES * HP_OPT_NAME_LEN];
+    const char *accepted = "comma-separated backend names, a leading '-' excludes one";
+    size_t out = 0;
+    /* Split off the '-' markers so the shared list parser sees plain names. */
+    unsigned char excluded[HP_OPT_MAX_NAMES] = {0};
+    unsigned k = 0;
+    if (strlen(v) >= sizeof(spec))
+        return bad_value(o, name, v, accepted);
+    for (const char *p = v; *p; p++) {
+        if (*p == '-' && (p == v || p[-1] == ',')) {
+            if (k < HP_OPT_MAX_NAMES)
+                excluded[k] = 1;
+            continue;
+        }
+        if (*p == ',')
+            k++;
+        spec[out++] = *p;
+    }
+    spec[out] = '\0';
+    char why[160];
+    int n = hp_parse_name_list(spec, names, HP_OPT_MAX_NAMES, why, sizeof(why));
+    if (n <= 0)
+        return bad_value(o, name, v, accepted);
+    for (int i = 0; i < n; i++) {
+        if (excluded[i])
+            memcpy(o->never[o->n_never++], names[i], HP_OPT_NAME_LEN);
+        else
+            memcpy(o->only[o->n_only++], names[i], HP_OPT_NAME_LEN);
+    }
+    return 0;
+}
+
+static const struct option_def defs[] = {
+    {"HP_DEBUG", parse_debug, "0/1", "log loader decisions and errors to stderr"},
+    {"HP_BACKEND_PATH", parse_backend_path, "absolute dir",
+     "directory of backend plugins (ignored in setuid programs)"},
+    {"HP_BACKENDS", parse_backends, "list",
+     "backends to use, in order (\"thp-madvise,fallback\"); \"-name\" excludes one"},
+    {"HP_SYSFS_ROOT", parse_sysfs_root, "absolute dir",
+     "read /proc and /sys below this directory (tests only)"},
+};
+
+static void parse_all(void)
+{
+    opts.backend_path = HP_BACKEND_DIR;
+    for (size_t i = 0; i < sizeof(defs) / sizeof(*defs); i++) {
+        const char *v = secure_getenv(defs[i].name);
+        if (v && defs[i].parse(defs[i].name, v, &opts) != 0)
+            return;  /* the first bad value is the one reported */
+    }
+}
+
+const struct hp_options *hp_options(void)
+{
+    pthread_once(&opts_once, parse_all);
+    return &opts;
+}
+
+void hp_options_dump(FILE *out)
+{
+    for (size_t i = 0; i < sizeof(defs) / sizeof(*defs); i++) {
+        const char *v = secure_getenv(defs[i].name);
+        fprintf(out, "%-16s %-24s %s\n", defs[i].name, v ? v : "(unset)", defs[i].help);
+    }
+}

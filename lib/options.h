@@ -1,0 +1,40 @@
+/*
+ * Every HP_* environment variable, declared once in options.c with its
+ * parser, default and help. Parsed once, on first use, with secure_getenv.
+ */
+#ifndef HP_LIB_OPTIONS_H
+#define HP_LIB_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define HP_OPT_MAX_NAMES 16
+#define HP_OPT_NAME_LEN 32
+
+struct hp_options {
+    int debug;                          /* HP_DEBUG */
+    const char *backend_path;           /* HP_BACKEND_PATH or the compiled-in dir */
+    const char *sysfs_root;             /* HP_SYSFS_ROOT (test root), NULL if unset */
+    /* HP_BACKENDS: names to use, in order (n_only == 0: policy order), and
+     * names never to use. */
+    unsigned n_only, n_never;
+    char only[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
+    char never[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
+    int32_t error;                      /* HP_OK or HP_EENV */
+    char error_detail[320];
+};
+
+const struct hp_options *hp_options(void);
+
+/* Write every variable, its value and its help text (hpctl env). */
+void hp_options_dump(FILE *out);
+
+/* Parse a comma-separated backend list into names[]; returns the count or
+ * -1 with detail filled. Shared with hp_alloc_opts.exclude. */
+int hp_parse_name_list(const char *spec, char names[][HP_OPT_NAME_LEN], unsigned max,
+                       char *detail, size_t detail_cap);
+
+/* 1 if name is a well-formed backend name ([a-z0-9-], 1..31 chars). */
+int hp_valid_backend_name(const char *name);
+
+#endif

@@ -1,0 +1,274 @@
+#include "os.h"
+#include "options.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct fault {
+    _Atomic uint64_t countdown;  /* fail when it reaches 1 */
+    _Atomic int err;
+    _Atomic int every;
+};
+
+static struct fault faults[HP_OS_NOPS];
+static _Atomic uint64_t calls[HP_OS_NOPS];
+
+void hp_os_inject_fault(enum hp_os_op op, uint64_t nth, int err, int every)
+{
+    if ((unsigned)op >= HP_OS_NOPS)
+        return;
+    atomic_store(&faults[op].err, err);
+    atomic_store(&faults[op].every, every);
+    atomic_store(&faults[op].countdown, nth);
+}
+
+void hp_os_clear_faults(void)
+{
+    for (int op = 0; op < HP_OS_NOPS; op++)
+        atomic_store(&faults[op].countdown, 0);
+}
+
+uint64_t hp_os_calls(enum hp_os_op op)
+{
+    return (unsigned)op < HP_OS_NOPS ? atomic_load(&calls[op]) : 0;
+}
+
+/* Returns -err if this call is the one chosen to fail, else 0. */
+static int injected(enum hp_os_op op)
+{
+    atomic_fetch_add_explicit(&calls[op], 1, memory_order_relaxed);
+    struct fault *f = &faults[op];
+    uint64_t n = atomic_load_explicit(&f->countdown, memory_order_relaxed);
+    while (n > 0) {
+        if (n == 1) {
+            if (!atomic_load(&f->every))
+                atomic_store(&f->countdown, 0);
+            return -atomic_load(&f->err);
+        }
+        if (atomic_compare_exchange_weak(&f->countdown, &n, n - 1))
+            return 0;
+    }
+    return 0;
+}
+
+int hp_os_map(void *hint, size_t len, int prot, int flags, int fd, int64_t off, void **out)
+{
+    int rc = injected(HP_OS_MAP);
+    if (rc)
+        return rc;
+    void *p = mmap(hint, len, prot, flags, fd, (off_t)off);
+    if (p == MAP_FAILED)
+        return -errno;
+    *out = p;
+    return 0;
+}
+
+int hp_os_unmap(void *addr, size_t len)
+{
+    int rc = injected(HP_OS_UNMAP);
+    if (rc)
+        return rc;
+    return munmap(addr, len) == 0 ? 0 : -errno;
+}
+
+int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
+                void **out)
+{
+    int rc = injected(HP_OS_REMAP);
+    if (rc)
+        return rc;
+    void *p = mremap(old_addr, old_len, new_len, flags, new_addr);
+    if (p == MAP_FAILED)
+        return -errno;
+    *out = p;
+    return 0;
+}
+
+int hp_os_advise(void *addr, size_t len, int advice)
+{
+    int rc = injected(HP_OS_ADVISE);
+    if (rc)
+        return rc;
+    return madvise(addr, len, advice) == 0 ? 0 : -errno;
+}
+
+int hp_os_protect(void *addr, size_t len, int prot)
+{
+    int rc = injected(HP_OS_PROTECT);
+    if (rc)
+        return rc;
+    return mprotect(addr, len, prot) == 0 ? 0 : -errno;
+}
+
+const char *hp_os_path(const char *path, char *buf, size_t cap)
+{
+    const char *root = hp_options()->sysfs_root;
+    if (!root || !root[0])
+        return path;
+    if (strncmp(path, "/proc/", 6) != 0 && strncmp(path, "/sys/", 5) != 0)
+        return path;
+    int n = snprintf(buf, cap, "%s%s", root, path);
+    return (n > 0 && (size_t)n < cap) ? buf : path;
+}
+
+int64_t hp_os_read_text(const char *path, char *buf, size_t cap)
+{
+    if (!buf || cap == 0)
+        return -EINVAL;
+    buf[0] = '\0';
+    int rc = injected(HP_OS_READ);
+    if (rc)
+        return rc;
+    char full[512];
+    int fd = open(hp_os_path(path, full, sizeof(full)), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t used = 0;
+    while (used + 1 < cap) {
+        ssize_t n = read(fd, buf + used, cap - 1 - used);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int err = errno;
+            close(fd);
+            buf[0] = '\0';
+            return -err;
+        }
+        if (n == 0)
+            break;
+        used += (size_t)n;
+    }
+    close(fd);
+    buf[used] = '\0';
+    return (int64_t)used;
+}
+
+int hp_os_read_u64(const char *path, uint64_t *out)
+{
+    char buf[64];
+    int64_t n = hp_os_read_text(path, buf, sizeof(buf));
+    if (n < 0)
+        return (int)n;
+    char *end;
+    errno = 0;
+    if (buf[0] < '0' || buf[0] > '9')
+        return -EINVAL;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || (*end != '\0' && *end != '\n'))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int hp_os_read_choice(const char *path, char *out, size_t cap)
+{
+    char buf[256];
+    int64_t n = hp_os_read_text(path, buf, sizeof(buf));
+    if (n < 0)
+        return (int)n;
+    const char *start = strchr(buf, '[');
+    const char *stop;
+    if (start) {
+        start++;
+        stop = strchr(start, ']');
+        if (!stop)
+            return -EINVAL;
+    } else {
+        start = buf;
+        stop = start + strcspn(start, " \n");
+    }
+    size_t len = (size_t)(stop - start);
+    if (len == 0 || len >= cap)
+        return -EINVAL;
+    memcpy(out, start, len);
+    out[len] = '\0';
+    return 0;
+}
+
+size_t hp_os_page_size(void)
+{
+    static _Atomic size_t cached;
+    size_t ps = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (!ps) {
+        long v = sysconf(_SC_PAGESIZE);
+        ps = v > 0 ? (size_t)v : 4096;
+        atomic_store_explicit(&cached, ps, memory_order_relaxed);
+    }
+    return ps;
+}
+
+int hp_os_open(const char *path)
+{
+    int rc = injected(HP_OS_READ);
+    if (rc)
+        return rc;
+    char full[512];
+    int fd = open(hp_os_path(path, full, sizeof(full)), O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int64_t hp_os_pread(int fd, void *buf, size_t len, uint64_t off)
+{
+    for (;;) {
+        ssize_t n = pread(fd, buf, len, (off_t)off);
+        if (n >= 0)
+            return n;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+void hp_os_close(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
+int hp_os_each_line(const char *path, int (*fn)(const char *line, void *ctx), void *ctx)
+{
+    int fd = hp_os_open(path);
+    if (fd < 0)
+        return fd;
+    char chunk[4096], line[512];
+    size_t used = 0;
+    int rc = 0, cut = 0;
+    for (;;) {
+        /* read(), not pread(): seq_file restarts its walk on every seek. */
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t i = 0; i < n && !rc; i++) {
+            char c = chunk[i];
+            if (c == '\n') {
+                line[used] = '\0';
+                rc = fn(line, ctx);
+                used = 0;
+                cut = 0;
+            } else if (used + 1 < sizeof(line) && !cut) {
+                line[used++] = c;
+            } else {
+                cut = 1;
+            }
+        }
+        if (rc)
+            break;
+    }
+    if (!rc && used) {
+        line[used] = '\0';
+        rc = fn(line, ctx);
+    }
+    hp_os_close(fd);
+    return rc;
+}

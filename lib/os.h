@@ -1,0 +1,70 @@
+/*
+ * The OS layer: every raw memory syscall and every /proc and /sys read in
+ * libhp goes through here, so tests can make any of them fail on demand.
+ *
+ * All functions return 0 (or a length) on success and -errno on failure, and
+ * never touch errno-visible state the caller relies on. None of them takes a
+ * lock; they are safe to call from any thread, and after fork in the child.
+ */
+#ifndef HP_LIB_OS_H
+#define HP_LIB_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum hp_os_op {
+    HP_OS_MAP,
+    HP_OS_UNMAP,
+    HP_OS_REMAP,
+    HP_OS_ADVISE,
+    HP_OS_PROTECT,
+    HP_OS_READ,
+    HP_OS_NOPS
+};
+
+/* mmap(hint, len, prot, flags, fd, off); *out is set only on success. */
+int hp_os_map(void *hint, size_t len, int prot, int flags, int fd, int64_t off, void **out);
+/* munmap; len may be any multiple of the base page. */
+int hp_os_unmap(void *addr, size_t len);
+/* mremap; new_addr is used only with MREMAP_FIXED. */
+int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
+                void **out);
+int hp_os_advise(void *addr, size_t len, int advice);
+int hp_os_protect(void *addr, size_t len, int prot);
+
+/* Read a whole small file into buf, NUL-terminated, truncated to cap - 1.
+ * path is absolute; under HP_SYSFS_ROOT (test root) /proc and /sys paths are
+ * read below that directory instead. Returns the length or -errno. */
+int64_t hp_os_read_text(const char *path, char *buf, size_t cap);
+/* Read path as an unsigned decimal. Returns 0 or -errno/-EINVAL. */
+int hp_os_read_u64(const char *path, uint64_t *out);
+/* Read path; *out is its first word (e.g. "[madvise]" selection resolved:
+ * the bracketed word if there is one). Returns 0 or -errno. */
+int hp_os_read_choice(const char *path, char *out, size_t cap);
+
+/* Open a /proc or /sys file read-only (test root applies). Returns an fd
+ * or -errno. hp_os_pread returns bytes read or -errno. */
+int hp_os_open(const char *path);
+int64_t hp_os_pread(int fd, void *buf, size_t len, uint64_t off);
+void hp_os_close(int fd);
+
+/* Call fn on each line of path (newline stripped, lines longer than 511
+ * bytes are cut); stops early when fn returns non-zero and returns that.
+ * Returns 0 at end of file, or -errno if the file cannot be read. */
+int hp_os_each_line(const char *path, int (*fn)(const char *line, void *ctx), void *ctx);
+
+/* Path under the test root, if one is set; else path itself. */
+const char *hp_os_path(const char *path, char *buf, size_t cap);
+
+/* Base page size (sysconf), cached. */
+size_t hp_os_page_size(void);
+
+/* Fault injection, for tests: make the nth next call (1 = the next) of op
+ * fail with -err; every = 1 makes every later call fail too. n = 0 clears.
+ * Thread-safe. */
+void hp_os_inject_fault(enum hp_os_op op, uint64_t nth, int err, int every);
+void hp_os_clear_faults(void);
+/* Calls of op since the process started (counted even without faults). */
+uint64_t hp_os_calls(enum hp_os_op op);
+
+#endif
