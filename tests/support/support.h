@@ -1,0 +1,48 @@
+/*
+ * Test support: kernel knobs that are restored whatever happens, and the
+ * kernel's own counters (smaps, meminfo, mTHP stats) read before and after.
+ */
+#ifndef HP_TEST_SUPPORT_H
+#define HP_TEST_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Write value into a sysfs/procfs knob, remembering the first value seen so
+ * that it is written back at exit, on a fatal signal, or by
+ * knob_restore_all(). Returns 0, or -errno (e.g. not root). */
+int knob_set(const char *path, const char *value);
+/* Take the machine-wide knob lock (/run/lock/libhp-knobs.lock, flock) for
+ * the rest of the process. knob_set takes it implicitly; tests and
+ * benchmarks that only depend on knobs call it so nobody changes them
+ * underneath. Returns 0 or -errno. */
+int knob_lock(void);
+/* Write back every knob changed so far (idempotent). */
+void knob_restore_all(void);
+/* Read a knob's raw contents (newline stripped) into buf; 0 or -errno. */
+int knob_get(const char *path, char *buf, size_t cap);
+
+/* nr_hugepages for a page size in KiB: set and read back (the kernel may
+ * give fewer). Returns the count now in the pool, or -errno. */
+long pool_set(unsigned long size_kb, unsigned long pages);
+/* A value from /sys/kernel/mm/hugepages/hugepages-<kb>kB/<file>, or -1. */
+long pool_get(unsigned long size_kb, const char *file);
+/* A "Name: value" line of /proc/meminfo (value as printed), or -1. */
+long meminfo_get(const char *name);
+/* A counter of /sys/kernel/mm/transparent_hugepage/hugepages-<kb>kB/stats, or -1. */
+long mthp_stat(unsigned long size_kb, const char *counter);
+
+/* Sum of a smaps field (kB) over the mappings overlapping [addr, addr+len). */
+long smaps_field_kb(const void *addr, size_t len, const char *field);
+/* KernelPageSize (kB) of the mapping that holds addr, or -1. */
+long smaps_kernel_page_kb(const void *addr);
+/* Number of lines in /proc/self/maps. */
+long maps_count(void);
+
+/* 1 if running as root. */
+int is_root(void);
+
+/* Touch one byte per 4 KiB page. */
+void touch_pages(void *p, size_t len);
+
+#endif
