@@ -78,8 +78,10 @@ static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint
     m->size = sizeof(*m);
     hp_set_detail("");
     int rc = b->ops->map(&req, m);
+    if (rc > 0)
+        return hp_fail(HP_EBACKEND, "backend %s returned unknown status %d", b->name, rc);
     if (rc != HP_OK)
-        return rc < 0 ? rc : HP_EBACKEND;
+        return rc;
     if (!sane_mapping(m, len)) {
         /* Unmap only what looks like a real mapping; a wild pointer from a
          * broken plugin must never reach munmap. */

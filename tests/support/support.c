@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_KNOBS 64
@@ -237,4 +238,19 @@ void touch_pages(void *p, size_t len)
         c[off] = 1;
     if (len)
         c[len - 1] = 1;
+}
+
+int run_in_child(int (*fn)(void *), void *arg)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0)
+        _exit(fn(arg));
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -39,6 +39,10 @@ long smaps_kernel_page_kb(const void *addr);
 /* Number of lines in /proc/self/maps. */
 long maps_count(void);
 
+/* Run fn in a forked child (a fresh libhp state if the parent never called
+ * libhp); returns fn's return value, or 128 + signal if it died. */
+int run_in_child(int (*fn)(void *), void *arg);
+
 /* 1 if running as root. */
 int is_root(void);
 

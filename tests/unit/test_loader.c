@@ -1,0 +1,293 @@
+/*
+ * The plugin loader: every broken-plugin kind is rejected with its reason,
+ * the rest keep working, and the directory and files are trusted only when
+ * nobody else could have written them. Each case runs in a forked child so
+ * it starts from an unloaded libhp (the parent never calls libhp).
+ */
+#include <hp.h>
+
+#include "support.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static const char *fixture_dir, *backend_dir;
+
+/* Copy (not link) every *.so of src into dst with the given mode. */
+static void copy_plugins(const char *src, const char *dst, mode_t mode)
+{
+    DIR *d = opendir(src);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 4 || strcmp(e->d_name + n - 3, ".so"))
+            continue;
+        char from[512], to[512], buf[65536];
+        snprintf(from, sizeof(from), "%s/%s", src, e->d_name);
+        snprintf(to, sizeof(to), "%s/%s", dst, e->d_name);
+        int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+        assert_true(in >= 0 && out >= 0);
+        ssize_t got;
+        while ((got = read(in, buf, sizeof(buf))) > 0)
+            assert_int_equal(write(out, buf, (size_t)got), got);
+        close(in);
+        close(out);
+        assert_int_equal(chmod(to, mode), 0);
+    }
+    closedir(d);
+}
+
+static char *make_dir(mode_t mode)
+{
+    char *dir = strdup("/tmp/hp-loader-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, mode), 0);
+    return dir;
+}
+
+static void remove_dir(char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    free(dir);
+}
+
+/* Find a backend entry by name or by path suffix; fills *out. */
+static int find(const char *name, const char *file, struct hp_backend_info *out)
+{
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        if (hp_backend_get((uint32_t)i, &bi) != HP_OK)
+            return 0;
+        const char *slash = strrchr(bi.path, '/');
+        if ((name && !strcmp(bi.name, name)) || (file && slash && !strcmp(slash + 1, file))) {
+            *out = bi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#define CHILD_CHECK(cond)                                                          \
+    do {                                                                           \
+        if (!(cond)) {                                                             \
+            fprintf(stderr, "# child check failed at line %d: %s\n", __LINE__, #cond); \
+            return 1;                                                              \
+        }                                                                          \
+    } while (0)
+
+static int expect_rejected(const char *file, const char *why)
+{
+    struct hp_backend_info bi;
+    if (!find(NULL, file, &bi)) {
+        fprintf(stderr, "# %s not listed\n", file);
+        return 0;
+    }
+    fprintf(stderr, "# %s: %s\n", file, bi.reason);
+    return !bi.available && strstr(bi.reason, "rejected") && strstr(bi.reason, why);
+}
+
+static int child_all_fixtures(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    setenv("HP_DEBUG", "1", 1);
+    /* Every kind of broken plugin, each with its reason. */
+    CHILD_CHECK(expect_rejected("fx_no_entry.so", "missing entry symbol"));
+    CHILD_CHECK(expect_rejected("fx_bad_abi.so", "ABI version 99"));
+    CHILD_CHECK(expect_rejected("fx_short_desc.so", "descriptor too short"));
+    CHILD_CHECK(expect_rejected("fx_no_map.so", "mandatory op missing"));
+    CHILD_CHECK(expect_rejected("fx_probe_fails.so", "fixture probe says no"));
+    CHILD_CHECK(expect_rejected("fx_null_entry.so", "returned NULL"));
+    CHILD_CHECK(expect_rejected("fx_bad_name.so", "invalid backend name"));
+    CHILD_CHECK(expect_rejected("fx_zz_duplicate.so", "duplicate backend name"));
+    /* ... and everything else keeps working. */
+    struct hp_backend_info bi;
+    CHILD_CHECK(find("fallback", NULL, &bi) && bi.available && strstr(bi.path, "fallback.so"));
+    CHILD_CHECK(find("thp-madvise", NULL, &bi));
+    CHILD_CHECK(find("hugetlbfs", NULL, &bi));
+    CHILD_CHECK(find("anon-orders", NULL, &bi));
+    CHILD_CHECK(find("fixture-good", NULL, &bi) && bi.available);
+    void *p = hp_alloc(1 << 20, 0);
+    CHILD_CHECK(p != NULL);
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-good";
+    p = hp_alloc_ex(12345, &o);
+    CHILD_CHECK(p != NULL);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fixture-good"));
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    /* A third-party backend is never chosen unless named. */
+    for (int i = 0; i < 20; i++) {
+        p = hp_alloc(4096u << (i % 10), 0);
+        CHILD_CHECK(p && hp_info(p, &info) == HP_OK && strcmp(info.backend, "fixture-good"));
+        hp_free(p);
+    }
+    return 0;
+}
+
+static void broken_plugins_are_rejected_with_reasons(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    copy_plugins(backend_dir, dir, 0755);
+    assert_int_equal(run_in_child(child_all_fixtures, dir), 0);
+    remove_dir(dir);
+}
+
+static int child_hostile(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-hostile";
+    void *warm = hp_alloc_ex(4096, &o);  /* the honest path works */
+    CHILD_CHECK(warm && hp_free(warm) == HP_OK);
+    long maps = maps_count();
+    for (size_t lie = 1; lie <= 5; lie++) {
+        void *p = hp_alloc_ex(lie, &o);
+        fprintf(stderr, "# lie %zu: %s %s\n", lie, hp_error_name(hp_last_error()),
+                hp_last_error_detail());
+        CHILD_CHECK(p == NULL);
+        CHILD_CHECK(hp_last_error() == HP_EBACKEND);
+    }
+    CHILD_CHECK(maps_count() == maps);  /* the lies leaked no mapping */
+    return 0;
+}
+
+static void misbehaving_plugin_results_are_refused(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    assert_int_equal(run_in_child(child_hostile, dir), 0);
+    remove_dir(dir);
+}
+
+static int child_no_directory(void *unused)
+{
+    (void)unused;
+    setenv("HP_BACKEND_PATH", "/nonexistent/hp-backends", 1);
+    CHILD_CHECK(hp_backend_count() == 1);
+    struct hp_backend_info bi;
+    CHILD_CHECK(find("fallback", NULL, &bi) && !strcmp(bi.path, "builtin") && bi.available);
+    void *p = hp_alloc(5 << 20, 0);
+    CHILD_CHECK(p != NULL && hp_free(p) == HP_OK);
+    return 0;
+}
+
+static void builtin_fallback_without_plugins(void **state)
+{
+    (void)state;
+    assert_int_equal(run_in_child(child_no_directory, NULL), 0);
+}
+
+static int child_untrusted_dir(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+    int rejected = 0;
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        CHILD_CHECK(hp_backend_get((uint32_t)i, &bi) == HP_OK);
+        rejected |= strstr(bi.reason, "world-writable without the sticky bit") != NULL;
+        CHILD_CHECK(strcmp(bi.name, "fixture-good") != 0);
+    }
+    CHILD_CHECK(rejected);
+    CHILD_CHECK(find("fallback", NULL, &bi) && !strcmp(bi.path, "builtin"));
+    void *p = hp_alloc(4096, 0);
+    CHILD_CHECK(p && hp_free(p) == HP_OK);
+    return 0;
+}
+
+static int child_sticky_dir(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    struct hp_backend_info bi;
+    CHILD_CHECK(find("fixture-good", NULL, &bi) && bi.available);
+    return 0;
+}
+
+static void world_writable_directory_is_refused(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    assert_int_equal(chmod(dir, 0777), 0);
+    assert_int_equal(run_in_child(child_untrusted_dir, dir), 0);
+    /* /tmp-style: world-writable with the sticky bit is acceptable. */
+    assert_int_equal(chmod(dir, 01777), 0);
+    assert_int_equal(run_in_child(child_sticky_dir, dir), 0);
+    remove_dir(dir);
+}
+
+static int child_writable_file(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    CHILD_CHECK(expect_rejected("fx_good.so", "writable by others"));
+    return 0;
+}
+
+static void others_writable_plugin_is_refused(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0757);
+    assert_int_equal(run_in_child(child_writable_file, dir), 0);
+    remove_dir(dir);
+}
+
+static int child_foreign_owner(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    CHILD_CHECK(expect_rejected("fx_good.so", "owned by neither root nor the running user"));
+    return 0;
+}
+
+static void plugin_of_another_user_is_refused(void **state)
+{
+    (void)state;
+    if (!is_root()) {
+        print_message("# SKIP: needs root to give a file to another user\n");
+        skip();
+    }
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/fx_good.so", dir);
+    assert_int_equal(chown(path, 65534, 65534), 0);
+    assert_int_equal(run_in_child(child_foreign_owner, dir), 0);
+    remove_dir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s FIXTURE_DIR BACKEND_DIR\n", argv[0]);
+        return 2;
+    }
+    fixture_dir = argv[1];
+    backend_dir = argv[2];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(broken_plugins_are_rejected_with_reasons),
+        cmocka_unit_test(misbehaving_plugin_results_are_refused),
+        cmocka_unit_test(builtin_fallback_without_plugins),
+        cmocka_unit_test(world_writable_directory_is_refused),
+        cmocka_unit_test(others_writable_plugin_is_refused),
+        cmocka_unit_test(plugin_of_another_user_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

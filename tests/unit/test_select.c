@@ -1,0 +1,211 @@
+/* The selection policy, driven with fabricated capability records. */
+#include "select.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define K (UINT64_C(1) << 10)
+#define M (UINT64_C(1) << 20)
+#define G (UINT64_C(1) << 30)
+#define UNPOOLED UINT64_MAX
+
+enum { HUGETLB, THP, MTHP, BASE, OTHER, NB };
+
+static struct hp_backend_caps caps[NB];
+static struct hp_select_backend view[NB];
+
+static void add_size(struct hp_backend_caps *c, uint64_t ps, uint64_t pool)
+{
+    c->page_sizes[c->n_page_sizes] = ps;
+    c->pool_free[c->n_page_sizes] = pool;
+    c->n_page_sizes++;
+    c->available = 1;
+}
+
+/* A machine with 2 MiB and 1 GiB pools, THP, 16K/64K mTHP, base pages and
+ * a third-party plugin. */
+static int machine(void **state)
+{
+    (void)state;
+    memset(caps, 0, sizeof(caps));
+    add_size(&caps[HUGETLB], 2 * M, 1000);
+    add_size(&caps[HUGETLB], G, 2);
+    add_size(&caps[THP], 2 * M, UNPOOLED);
+    add_size(&caps[MTHP], 16 * K, UNPOOLED);
+    add_size(&caps[MTHP], 64 * K, UNPOOLED);
+    add_size(&caps[BASE], 4 * K, UNPOOLED);
+    add_size(&caps[OTHER], 4 * K, UNPOOLED);
+    const char *names[NB] = {"hugetlbfs", "thp-madvise", "anon-orders", "fallback", "example"};
+    uint32_t kinds[NB] = {HP_KIND_HUGETLB, HP_KIND_THP, HP_KIND_MTHP, HP_KIND_BASE, HP_KIND_OTHER};
+    for (int i = 0; i < NB; i++)
+        view[i] = (struct hp_select_backend){names[i], kinds[i], &caps[i]};
+    return 0;
+}
+
+struct expect {
+    unsigned backend;
+    uint64_t page_size;
+};
+
+static void check(const struct hp_select_request *req, const struct expect *want, unsigned n_want)
+{
+    struct hp_candidate out[HP_SELECT_MAX];
+    unsigned n = hp_select(req, view, NB, out, HP_SELECT_MAX);
+    for (unsigned i = 0; i < n; i++)
+        print_message("#   %u: %s %llu\n", i, view[out[i].backend].name,
+                      (unsigned long long)out[i].page_size);
+    assert_int_equal(n, n_want);
+    for (unsigned i = 0; i < n; i++) {
+        assert_int_equal(out[i].backend, want[i].backend);
+        assert_int_equal(out[i].page_size, want[i].page_size);
+    }
+}
+
+static struct hp_select_request req(uint64_t len, uint64_t flags)
+{
+    struct hp_select_request r = {.len = len, .flags = flags, .base_page_size = 4 * K};
+    return r;
+}
+
+static void small_block_takes_base_pages(void **state)
+{
+    (void)state;
+    struct hp_select_request r = req(4 * K, 0);
+    check(&r, (struct expect[]){{BASE, 4 * K}}, 1);
+}
+
+static void mid_block_takes_largest_mthp_order(void **state)
+{
+    (void)state;
+    struct hp_select_request r = req(100 * K, 0);
+    check(&r, (struct expect[]){{MTHP, 64 * K}, {BASE, 4 * K}}, 2);
+}
+
+static void pool_first_and_least_waste(void **state)
+{
+    (void)state;
+    /* 2 MiB + 4 KiB must not take a 1 GiB page. */
+    struct hp_select_request r = req(2 * M + 4 * K, 0);
+    check(&r, (struct expect[]){{HUGETLB, 2 * M}, {THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 4);
+    /* 1.5 GiB: 2 MiB pages waste nothing, a 1 GiB page wastes 512 MiB. */
+    r = req(3 * G / 2, 0);
+    check(&r,
+          (struct expect[]){{HUGETLB, 2 * M}, {HUGETLB, G}, {THP, 2 * M}, {MTHP, 64 * K},
+                            {BASE, 4 * K}},
+          5);
+}
+
+static void equal_waste_prefers_larger_page(void **state)
+{
+    (void)state;
+    caps[HUGETLB].pool_free[0] = 2000;
+    struct hp_select_request r = req(2 * G, 0);
+    check(&r,
+          (struct expect[]){{HUGETLB, G}, {HUGETLB, 2 * M}, {THP, 2 * M}, {MTHP, 64 * K},
+                            {BASE, 4 * K}},
+          5);
+}
+
+static void short_pool_is_skipped(void **state)
+{
+    (void)state;
+    /* 3 GiB needs three 1 GiB pages (two free) or 1536 2 MiB pages (1000 free). */
+    struct hp_select_request r = req(3 * G, 0);
+    check(&r, (struct expect[]){{THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 3);
+    caps[HUGETLB].pool_free[0] = 0;
+    caps[HUGETLB].pool_free[1] = 0;
+    r = req(4 * M, 0);
+    check(&r, (struct expect[]){{THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 3);
+}
+
+static void require_huge_drops_base_pages(void **state)
+{
+    (void)state;
+    struct hp_select_request r = req(4 * K, HP_F_REQUIRE_HUGE);
+    check(&r, NULL, 0);
+    r = req(100 * K, HP_F_REQUIRE_HUGE);
+    check(&r, (struct expect[]){{MTHP, 64 * K}}, 1);
+}
+
+static void requested_page_size(void **state)
+{
+    (void)state;
+    struct hp_select_request r = req(4 * K, HP_F_PAGE_1G);
+    check(&r, (struct expect[]){{HUGETLB, G}}, 1);
+    r = req(4 * M, HP_F_PAGE_2M);
+    check(&r, (struct expect[]){{HUGETLB, 2 * M}, {THP, 2 * M}}, 2);
+    r = req(4 * M, HP_F_PAGE_2M | HP_F_REQUIRE_HUGE);
+    check(&r, (struct expect[]){{HUGETLB, 2 * M}, {THP, 2 * M}}, 2);
+    /* A size nobody offers. */
+    r = req(4 * M, UINT64_C(25) << HP_F_PAGE_SHIFT_POS);
+    check(&r, NULL, 0);
+}
+
+static void named_backend(void **state)
+{
+    (void)state;
+    struct hp_select_request r = req(4 * K, 0);
+    r.backend = "thp-madvise";
+    check(&r, (struct expect[]){{THP, 2 * M}}, 1);
+    r.backend = "example";  /* third-party plugins serve only when named */
+    check(&r, (struct expect[]){{OTHER, 4 * K}}, 1);
+    r.backend = "nonexistent";
+    check(&r, NULL, 0);
+}
+
+static void exclusions_and_order_override(void **state)
+{
+    (void)state;
+    const char excl[][HP_OPT_NAME_LEN] = {"hugetlbfs", "anon-orders"};
+    struct hp_select_request r = req(2 * M + 4 * K, 0);
+    r.exclude = excl;
+    r.n_exclude = 2;
+    check(&r, (struct expect[]){{THP, 2 * M}, {BASE, 4 * K}}, 2);
+
+    const char only[][HP_OPT_NAME_LEN] = {"fallback", "thp-madvise"};
+    r = req(4 * M, 0);
+    r.only = only;
+    r.n_only = 2;
+    check(&r, (struct expect[]){{BASE, 4 * K}, {THP, 2 * M}}, 2);
+}
+
+static void unavailable_backends_are_skipped(void **state)
+{
+    (void)state;
+    caps[HUGETLB].available = 0;
+    caps[THP].available = 0;
+    view[MTHP].caps = NULL;
+    struct hp_select_request r = req(8 * M, 0);
+    check(&r, (struct expect[]){{BASE, 4 * K}}, 1);
+}
+
+static void flags_page_size_decoding(void **state)
+{
+    (void)state;
+    assert_true(hp_flags_page_size(0) == 0);
+    assert_true(hp_flags_page_size(HP_F_PAGE_2M | HP_F_POPULATE) == 2 * M);
+    assert_true(hp_flags_page_size(HP_F_PAGE_1G) == G);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(small_block_takes_base_pages, machine),
+        cmocka_unit_test_setup(mid_block_takes_largest_mthp_order, machine),
+        cmocka_unit_test_setup(pool_first_and_least_waste, machine),
+        cmocka_unit_test_setup(equal_waste_prefers_larger_page, machine),
+        cmocka_unit_test_setup(short_pool_is_skipped, machine),
+        cmocka_unit_test_setup(require_huge_drops_base_pages, machine),
+        cmocka_unit_test_setup(requested_page_size, machine),
+        cmocka_unit_test_setup(named_backend, machine),
+        cmocka_unit_test_setup(exclusions_and_order_override, machine),
+        cmocka_unit_test_setup(unavailable_backends_are_skipped, machine),
+        cmocka_unit_test(flags_page_size_decoding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
