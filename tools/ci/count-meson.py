@@ -1,12 +1,31 @@
 #!/usr/bin/env python3
-"""Print "PASSED FAILED" for a meson testlog.json (subtests count one each)."""
-import json, sys
+"""Print "PASSED FAILED" for a meson testlog.json.
 
+TAP tests count one per subtest ("ok N", "not ok N"; "# SKIP" counts as
+neither); other tests count one each. A test that failed outside its
+subtests (crash, timeout) adds one failure."""
+import json
+import re
+import sys
+
+TAP = re.compile(r"^(not ok|ok)\b(.*)$")
 passed = failed = 0
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    if r["result"] in ("FAIL", "TIMEOUT", "ERROR", "UNEXPECTEDPASS"):
-        failed += 1
-    elif r["result"] == "OK":
-        passed += 1
+    p = f = 0
+    for out in (r.get("stdout") or "").splitlines():
+        m = TAP.match(out)
+        if not m or "# SKIP" in m.group(2).upper():
+            continue
+        if m.group(1) == "ok":
+            p += 1
+        else:
+            f += 1
+    bad = r["result"] in ("FAIL", "TIMEOUT", "ERROR", "UNEXPECTEDPASS")
+    if p == 0 and f == 0:
+        p, f = (0, 1) if bad else ((1, 0) if r["result"] == "OK" else (0, 0))
+    elif bad and f == 0:
+        f = 1
+    passed += p
+    failed += f
 print(passed, failed)
