@@ -112,7 +112,7 @@ static void *allocate(struct hp_core *c, const struct request *r)
         view[i].kind = b->kind;
         view[i].caps = NULL;
         if (b->ops) {
-            hp_backend_caps_now(b, &caps[i]);
+            hp_backend_caps_now(b, r->len, hp_flags_page_size(r->flags), &caps[i]);
             view[i].caps = &caps[i];
         }
     }
@@ -164,6 +164,7 @@ static void *allocate(struct hp_core *c, const struct request *r)
             return NULL;
         }
         free(blk);
+        hp_backend_mark_stale(b);
         last = rc;
         size_t used = strlen(tried);
         snprintf(tried + used, sizeof(tried) - used, "%s%s/%lluK: %s (%s)", used ? "; " : "",

@@ -31,7 +31,7 @@ HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info)
         snprintf(full.reason, sizeof(full.reason), "rejected: %s", b->reason);
     } else {
         struct hp_backend_caps caps;
-        hp_backend_caps_now(b, &caps);
+        hp_backend_caps_now(b, UINT64_MAX, 0, &caps);
         full.available = caps.available ? 1 : 0;
         full.kind = b->kind;
         full.n_page_sizes = caps.n_page_sizes;

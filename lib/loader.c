@@ -1,3 +1,4 @@
+#include "hp/introspect.h"
 #include "loader.h"
 #include "error.h"
 #include "measure.h"
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct hp_core core;
@@ -67,12 +69,15 @@ static int reject(struct hp_backend *b, const char *fmt, const char *arg)
     return -1;
 }
 
+static uint64_t now_ns(void);
+
 static int probe(struct hp_backend *b)
 {
     memset(&b->caps, 0, sizeof(b->caps));
     b->caps.size = sizeof(b->caps);
     hp_set_detail("");
     int rc = b->ops->probe(&b->caps);
+    b->probed_ns = now_ns();
     b->caps.reason[sizeof(b->caps.reason) - 1] = '\0';
     if (b->caps.n_page_sizes > HP_MAX_PAGE_SIZES)
         b->caps.n_page_sizes = HP_MAX_PAGE_SIZES;
@@ -241,18 +246,69 @@ struct hp_backend *hp_backend_by_name(struct hp_core *c, const char *name)
     return NULL;
 }
 
-void hp_backend_caps_now(struct hp_backend *b, struct hp_backend_caps *out)
+static int could_use(const struct hp_backend_caps *caps, uint64_t len, uint64_t wanted)
+{
+    for (uint32_t i = 0; i < caps->n_page_sizes; i++)
+        if (wanted ? caps->page_sizes[i] == wanted : caps->page_sizes[i] <= len)
+            return 1;
+    return 0;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Probe again; keep the old figures if the probe fails. Caller holds caps_lock. */
+static void reprobe_locked(struct hp_backend *b)
+{
+    struct hp_backend_caps fresh = {.size = sizeof(fresh)};
+    if (b->ops->probe(&fresh) == HP_OK) {
+        fresh.reason[sizeof(fresh.reason) - 1] = '\0';
+        if (fresh.n_page_sizes > HP_MAX_PAGE_SIZES)
+            fresh.n_page_sizes = HP_MAX_PAGE_SIZES;
+        b->caps = fresh;
+    }
+    b->probed_ns = now_ns();
+}
+
+void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,
+                         struct hp_backend_caps *out)
 {
     pthread_mutex_lock(&b->caps_lock);
-    if (b->ops && (b->caps.flags & HP_CAPS_REPROBE)) {
-        struct hp_backend_caps fresh = {.size = sizeof(fresh)};
-        if (b->ops->probe(&fresh) == HP_OK) {
-            fresh.reason[sizeof(fresh.reason) - 1] = '\0';
-            if (fresh.n_page_sizes > HP_MAX_PAGE_SIZES)
-                fresh.n_page_sizes = HP_MAX_PAGE_SIZES;
-            b->caps = fresh;
-        }
-    }
+    if (b->ops && (b->caps.flags & HP_CAPS_REPROBE) && could_use(&b->caps, len, wanted) &&
+        now_ns() - b->probed_ns >= HP_REPROBE_NS)
+        reprobe_locked(b);
     *out = b->caps;
     pthread_mutex_unlock(&b->caps_lock);
+}
+
+void hp_backend_mark_stale(struct hp_backend *b)
+{
+    pthread_mutex_lock(&b->caps_lock);
+    b->probed_ns = 0;
+    pthread_mutex_unlock(&b->caps_lock);
+}
+
+int32_t hp_backends_reprobe(struct hp_core *c)
+{
+    for (unsigned i = 0; i < c->n; i++) {
+        struct hp_backend *b = &c->backends[i];
+        if (!b->ops)
+            continue;
+        pthread_mutex_lock(&b->caps_lock);
+        reprobe_locked(b);
+        pthread_mutex_unlock(&b->caps_lock);
+    }
+    return HP_OK;
+}
+
+HP_EXTERN(int32_t) hp_reprobe(void)
+{
+    struct hp_core *c = hp_core();
+    if (c->init_error != HP_OK)
+        return hp_fail(c->init_error, "%s", c->init_detail);
+    return hp_backends_reprobe(c);
 }

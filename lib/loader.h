@@ -20,6 +20,7 @@ struct hp_backend {
     uint32_t kind;
     pthread_mutex_t caps_lock;          /* guards caps during re-probe */
     struct hp_backend_caps caps;
+    uint64_t probed_ns;                 /* CLOCK_MONOTONIC of the last probe; 0 = stale */
     char reason[256];                   /* rejection reason, if ops == NULL */
 };
 
@@ -38,8 +39,23 @@ struct hp_core *hp_core(void);
 #define HP_OP(ops, field) \
     ((ops)->size >= offsetof(struct hp_backend_ops, field) + sizeof((ops)->field) ? (ops)->field : NULL)
 
-/* Copy b's caps, re-probing first if the backend asked for it. */
-void hp_backend_caps_now(struct hp_backend *b, struct hp_backend_caps *out);
+/* Copy b's caps. A backend that asked for it (HP_CAPS_REPROBE) is probed
+ * again first when its figures are older than HP_REPROBE_NS or were marked
+ * stale, and only when the request could use it: a page size it lists was
+ * asked for (wanted), or len reaches its smallest page size. Small requests
+ * never pay for sysfs reads. len = UINT64_MAX re-probes whenever stale. */
+void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,
+                         struct hp_backend_caps *out);
+
+/* Pool figures are hints (the kernel's reservation at mmap time is the
+ * truth), so they may be this old before a large request re-reads them. */
+#define HP_REPROBE_NS (100ull * 1000 * 1000)
+
+/* Mark b's figures stale: a map failed, so the next request re-reads them. */
+void hp_backend_mark_stale(struct hp_backend *b);
+
+/* Probe every loaded backend now (hp_reprobe). */
+int32_t hp_backends_reprobe(struct hp_core *core);
 
 /* Look a backend up by name; NULL if unknown. */
 struct hp_backend *hp_backend_by_name(struct hp_core *core, const char *name);

@@ -12,6 +12,7 @@
 #include "backend_util.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -20,6 +21,7 @@
 #define THP_DIR "/sys/kernel/mm/transparent_hugepage"
 
 static const struct hp_host *host;
+static _Atomic uint64_t advised_sizes;  /* bit per size (bytes) in madvise mode */
 
 static uint64_t pmd_size(void)
 {
@@ -47,6 +49,7 @@ static int orders_probe(struct hp_backend_caps *caps)
         return HP_OK;
     }
     int found = 0;
+    uint64_t advised = 0;
     for (uint64_t size = host->base_page_size * 2; size < pmd; size *= 2) {
         snprintf(path, sizeof(path), THP_DIR "/hugepages-%llukB/enabled",
                  (unsigned long long)(size >> 10));
@@ -61,6 +64,7 @@ static int orders_probe(struct hp_backend_caps *caps)
         caps->page_sizes[i] = size;
         caps->pool_free[i] = UINT64_MAX;
         caps->page_flags[i] = !strcmp(mode, "madvise") ? HP_PAGE_ADVISED : 0;
+        advised |= caps->page_flags[i] ? size : 0;
         int n = snprintf(list + used, sizeof(list) - used, "%s%lluK=%s", used ? " " : "",
                          (unsigned long long)(size >> 10), mode);
         if (n > 0 && (size_t)n < sizeof(list) - used)
@@ -76,19 +80,16 @@ static int orders_probe(struct hp_backend_caps *caps)
         return HP_OK;
     }
     caps->available = 1;
+    atomic_store(&advised_sizes, advised);
     hpb_reason(caps, "mTHP %s", list);
     return HP_OK;
 }
 
-/* MADV_HUGEPAGE is needed if any order up to page_size is in madvise mode. */
+/* MADV_HUGEPAGE is needed if any order up to page_size is in madvise mode;
+ * the answer comes from the last probe, not from sysfs on every map. */
 static int needs_advice(uint64_t page_size)
 {
-    struct hp_backend_caps caps = {.size = sizeof(caps)};
-    orders_probe(&caps);
-    for (unsigned i = 0; i < caps.n_page_sizes; i++)
-        if (caps.page_sizes[i] <= page_size && (caps.page_flags[i] & HP_PAGE_ADVISED))
-            return 1;
-    return 0;
+    return (atomic_load(&advised_sizes) & ((page_size << 1) - 1)) != 0;
 }
 
 static int orders_map(const struct hp_map_request *req, struct hp_mapping *out)

@@ -146,9 +146,10 @@ static int hugetlb_probe(struct hp_backend_caps *caps)
     char list[160] = "";
     size_t used = 0;
     unsigned found = 0;
-    caps->flags = HP_CAPS_REPROBE;  /* pools change under us */
     if (!fixed_probed)
         probe_fixed();
+    if (size_shifts)
+        caps->flags = HP_CAPS_REPROBE;  /* pools change under us */
     for (unsigned shift = 16; shift <= 34 && caps->n_page_sizes < HP_MAX_PAGE_SIZES; shift++) {
         uint64_t ps = UINT64_C(1) << shift;
         struct pool pool;
@@ -163,8 +164,8 @@ static int hugetlb_probe(struct hp_backend_caps *caps)
                          (unsigned long long)pool.total);
         if (n > 0 && (size_t)n < sizeof(list) - used)
             used += (size_t)n;
-        if (pool.total == 0 && pool.overcommit == 0)
-            continue;
+        /* Listed even when empty, so the core re-probes when a request
+         * could use the size and sees a pool grown since. */
         unsigned i = caps->n_page_sizes++;
         caps->page_sizes[i] = ps;
         caps->pool_free[i] = room;
@@ -174,8 +175,9 @@ static int hugetlb_probe(struct hp_backend_caps *caps)
         hpb_reason(caps, "no hugetlb support (%s missing)", POOL_DIR);
         return HP_OK;
     }
-    caps->available = caps->n_page_sizes > 0;
-    hpb_reason(caps, "%s%s; memfd %s, hugetlbfs %s", caps->available ? "" : "no pool reserved: ",
+    for (unsigned i = 0; i < caps->n_page_sizes; i++)
+        caps->available |= caps->pool_free[i] > 0;
+    hpb_reason(caps, "%s%s; memfd %s, hugetlbfs %s", caps->available ? "" : "no free pool pages: ",
                list, memfd_ok ? "usable" : "unusable", mounted ? "mounted" : "not mounted");
     return HP_OK;
 }

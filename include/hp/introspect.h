@@ -44,6 +44,12 @@ HP_EXTERN(int32_t) hp_backend_count(void);
  * are re-read now. Returns HP_OK, HP_ERANGE or HP_EINVAL. Thread-safe. */
 HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info);
 
+/* Probe every backend again now. libhp reads pool counters again at most
+ * every 100 ms, and THP/mTHP switches only at load; call this after
+ * changing kernel settings (nr_hugepages, THP enabled) to see them at once.
+ * Returns HP_OK or HP_EENV. Thread-safe. */
+HP_EXTERN(int32_t) hp_reprobe(void);
+
 HP_END_DECLS
 
 #endif /* HP_INTROSPECT_H */

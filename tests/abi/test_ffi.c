@@ -78,6 +78,7 @@ static const struct recipe recipes[] = {
     {"hp_error_name", name_args, name_ok},
     {"hp_backend_count", count_args, count_ok},
     {"hp_backend_get", backend_get_args, status_ok},
+    {"hp_reprobe", no_args, status_ok},
     {"hp_alloc", alloc_args, got_block},
     {"hp_alloc_ex", alloc_ex_args, got_block},
     {"hp_info", info_args, info_ok},
