@@ -91,6 +91,9 @@ static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint
         return hp_fail(HP_EBACKEND, "backend %s returned an invalid mapping (addr %p len %llu)",
                        b->name, m->addr, (unsigned long long)m->len);
     }
+    if (hp_os_check_mapped(m->addr, m->len) != 0)
+        return hp_fail(HP_EBACKEND, "backend %s returned memory that is not mapped (%p, %llu bytes)",
+                       b->name, m->addr, (unsigned long long)m->len);
     return HP_OK;
 }
 

@@ -106,6 +106,11 @@ int hp_os_protect(void *addr, size_t len, int prot)
     return mprotect(addr, len, prot) == 0 ? 0 : -errno;
 }
 
+int hp_os_check_mapped(void *addr, size_t len)
+{
+    return msync(addr, len, MS_ASYNC) == 0 ? 0 : -errno;
+}
+
 const char *hp_os_path(const char *path, char *buf, size_t cap)
 {
     const char *root = hp_options()->sysfs_root;

@@ -32,6 +32,11 @@ int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void 
 int hp_os_advise(void *addr, size_t len, int advice);
 int hp_os_protect(void *addr, size_t len, int prot);
 
+/* 0 if every page of [addr, addr+len) is mapped in this process, else
+ * -ENOMEM (msync with MS_ASYNC validates the range and does no I/O for
+ * anonymous memory). Used to refuse a wild pointer from a broken plugin. */
+int hp_os_check_mapped(void *addr, size_t len);
+
 /* Read a whole small file into buf, NUL-terminated, truncated to cap - 1.
  * path is absolute; under HP_SYSFS_ROOT (test root) /proc and /sys paths are
  * read below that directory instead. Returns the length or -errno. */
