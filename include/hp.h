@@ -12,5 +12,6 @@
 #include "hp/errors.h"
 #include "hp/alloc.h"
 #include "hp/introspect.h"
+#include "hp/stack.h"
 
 #endif /* HP_H */

@@ -29,13 +29,17 @@ def header_prototypes():
                          capture_output=True, text=True, check=True).stdout
     src = " ".join(src.split())
     protos = {}
-    for m in re.finditer(r"([A-Za-z_][\w\s\*]*?)\b(hp_\w+)\s*\(([^()]*)\)\s*;", src):
+    # Parameters may be function pointers: one level of nested parentheses.
+    for m in re.finditer(r"([A-Za-z_][\w\s\*]*?)\b(hp_\w+)\s*\(((?:[^()]|\([^()]*\))*)\)\s*;", src):
         ret, name, params = m.groups()
         ret = ret.split(";")[-1].split("}")[-1]
         types = []
         if params.strip() != "void":
-            for p in params.split(","):
+            for p in re.split(r",(?![^()]*\))", params):
                 p = p.strip()
+                if "(*" in p:
+                    types.append("ptr")
+                    continue
                 pm = re.match(r"(.*?)(\w+)$", p)
                 types.append(classify(pm.group(1)))
         protos[name] = [classify(ret.strip())] + types

@@ -69,6 +69,37 @@ static int strerror_ok(const struct call *c) { return !strcmp(c->ret.str, "block
 static int version_ok(const struct call *c) { return (uint32_t)c->ret.widened == HP_VERSION_NUMBER; }
 static int version_string_ok(const struct call *c) { return !strcmp(c->ret.str, "1.0.0"); }
 
+static void *stack;
+static struct hp_stack_info sinfo = HP_STACK_INFO_INIT;
+static struct hp_stack_opts sopts = HP_STACK_OPTS_INIT;
+static struct hp_stack_cache_config scfg = HP_STACK_CACHE_CONFIG_INIT;
+static struct hp_stack_cache_stats sstats = HP_STACK_CACHE_STATS_INIT;
+static void *thread_ret;
+
+static void *thread_body(void *arg) { return (char *)arg + 1; }
+static void stack_create_args(struct call *c) { c->args[0].size = 1 << 20; c->args[1].u64 = HP_STACK_LEAN; }
+static int got_stack(const struct call *c) { return (stack = c->ret.ptr) != NULL; }
+static void stack_create_ex_args(struct call *c) { sopts.guard_size = 8192; c->args[0].size = 1 << 20; c->args[1].ptr = &sopts; }
+static void stack_only(struct call *c) { c->args[0].ptr = stack; }
+static int base_ok(const struct call *c) { return c->ret.ptr != NULL && ((uintptr_t)c->ret.ptr & 4095) == 0; }
+static int size_ok(const struct call *c) { return c->ret.size >= (1 << 20); }
+static void stack_info_args(struct call *c) { c->args[0].ptr = stack; c->args[1].ptr = &sinfo; }
+static int stack_info_ok(const struct call *c) { return status_ok(c) && sinfo.guard_size >= 8192; }
+static void cache_configure_args(struct call *c) { scfg.max_stacks = 4; c->args[0].ptr = &scfg; }
+static void cache_stats_args(struct call *c) { c->args[0].ptr = &sstats; }
+static int cache_stats_ok(const struct call *c) { return status_ok(c) && sstats.max_stacks == 4; }
+static void thread_create_args(struct call *c)
+{
+    c->args[0].ptr = &stack;
+    c->args[1].size = 1 << 20;
+    c->args[2].ptr = NULL;
+    void *(*body)(void *) = thread_body;
+    memcpy(&c->args[3].ptr, &body, sizeof(body));  /* a function pointer, as bytes */
+    c->args[4].ptr = &sinfo;
+}
+static void thread_join_args(struct call *c) { c->args[0].ptr = stack; c->args[1].ptr = &thread_ret; }
+static int joined_ok(const struct call *c) { return status_ok(c) && thread_ret == (char *)&sinfo + 1; }
+
 /* Run in this order; free and last_error go last so they see each other. */
 static const struct recipe recipes[] = {
     {"hp_version", no_args, version_ok},
@@ -84,6 +115,17 @@ static const struct recipe recipes[] = {
     {"hp_info", info_args, info_ok},
     {"hp_realloc", realloc_args, got_block},
     {"hp_free", free_args, status_ok},
+    {"hp_stack_cache_configure", cache_configure_args, status_ok},
+    {"hp_stack_cache_get_stats", cache_stats_args, cache_stats_ok},
+    {"hp_stack_create", stack_create_args, got_stack},
+    {"hp_stack_destroy", stack_only, status_ok},
+    {"hp_stack_create_ex", stack_create_ex_args, got_stack},
+    {"hp_stack_base", stack_only, base_ok},
+    {"hp_stack_size", stack_only, size_ok},
+    {"hp_stack_get_info", stack_info_args, stack_info_ok},
+    {"hp_stack_cache_trim", no_args, status_ok},
+    {"hp_stack_thread_create", thread_create_args, status_ok},
+    {"hp_stack_thread_join", thread_join_args, joined_ok},
     {"hp_last_error_detail", NULL, NULL},   /* filled below: after a failing free */
     {"hp_last_error", NULL, NULL},
 };

@@ -1,0 +1,75 @@
+"""libhp for Python: huge pages made easy, as zero-copy buffers.
+
+    import hp
+    with hp.alloc(64 << 20) as block:        # 64 MiB from the best backend
+        view = memoryview(block)             # zero-copy, writable
+        view[:5] = b"hello"
+        print(block.info().backend, len(block))
+        view.release()                       # views must go before close
+
+Loads libhp.so.1 (or $HP_LIBRARY) through cffi in ABI mode: no compiler is
+needed. Errors are hp.HugePageError subclasses carrying libhp's detail text.
+"""
+
+__version__ = "1.0.0"
+
+from ._block import BUFFER_PROTOCOL, Block, BlockInfo, alloc
+from ._errors import (
+    BackendError,
+    ClosedError,
+    DoubleFreeError,
+    EnvironmentVariableError,
+    FlagsError,
+    ForeignPointerError,
+    HugePageError,
+    InteriorPointerError,
+    InvalidArgumentError,
+    NoBackendError,
+    NoHugePagesError,
+    NotSupportedError,
+    OSCallError,
+    OutOfMemoryError,
+    OutOfRangeError,
+    SizeError,
+    error_class,
+    error_from_code,
+)
+from ._introspect import (
+    BackendInfo,
+    BackendKind,
+    VersionInfo,
+    backends,
+    reprobe,
+    status,
+    version,
+    version_info,
+)
+from ._stack import (
+    Stack,
+    StackCacheStats,
+    StackInfo,
+    stack,
+    stack_cache_configure,
+    stack_cache_stats,
+    stack_cache_trim,
+)
+from ._lib import lib as _clib
+
+#: Allocation flag bits as in BlockInfo.flags (hp/alloc.h).
+F_REQUIRE_HUGE = _clib.HP_F_REQUIRE_HUGE
+F_POPULATE = _clib.HP_F_POPULATE
+F_COLLAPSE = _clib.HP_F_COLLAPSE
+F_NOZERO = _clib.HP_F_NOZERO
+
+__all__ = [
+    "alloc", "Block", "BlockInfo", "BUFFER_PROTOCOL",
+    "backends", "BackendInfo", "BackendKind", "reprobe", "status", "version", "version_info",
+    "VersionInfo",
+    "stack", "Stack", "StackInfo", "StackCacheStats", "stack_cache_configure",
+    "stack_cache_stats", "stack_cache_trim",
+    "F_REQUIRE_HUGE", "F_POPULATE", "F_COLLAPSE", "F_NOZERO",
+    "HugePageError", "InvalidArgumentError", "OutOfMemoryError", "SizeError", "FlagsError",
+    "ForeignPointerError", "InteriorPointerError", "DoubleFreeError", "NoHugePagesError",
+    "NoBackendError", "BackendError", "EnvironmentVariableError", "NotSupportedError",
+    "OutOfRangeError", "OSCallError", "ClosedError", "error_class", "error_from_code",
+]

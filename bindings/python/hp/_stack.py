@@ -1,0 +1,178 @@
+"""hp.stack(): thread and coroutine stacks (hp/stack.h), and their cache.
+
+Python code cannot run on such a stack itself; these are for handing to C
+(pthread_attr_setstack, makecontext) through ``base``/``size``, and for
+inspecting what libhp gives. The handle is destroyed by close(), the ``with``
+statement or garbage collection; afterwards every method raises ClosedError.
+"""
+
+import threading
+from dataclasses import dataclass
+
+from ._block import _check_size
+from ._errors import ClosedError, check, last_error
+from ._introspect import _kind
+from ._lib import ffi, lib, string
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """What a stack really is (struct hp_stack_info); sizes in bytes."""
+
+    mode: str            #: "lean" or "huge", as obtained
+    kind: int            #: hp.BackendKind: BASE (lean), THP or HUGETLB
+    from_cache: bool     #: reused from the stack cache
+    source: str          #: backend that allowed huge mode, or "lean"
+    flags: int           #: HP_STACK_* given at creation
+    base_addr: int       #: lowest usable address
+    usable_size: int
+    guard_addr: int      #: the guard is [guard_addr, base_addr)
+    guard_size: int
+    page_size: int
+    resident_bytes: int  #: usable bytes in memory now (measured)
+    huge_bytes: int      #: usable bytes in huge pages now (measured)
+
+
+@dataclass(frozen=True)
+class StackCacheStats:
+    """The process-wide stack cache (struct hp_stack_cache_stats)."""
+
+    max_stacks: int      #: the configuration in force
+    max_bytes: int
+    keep_bytes: int
+    cached_stacks: int   #: in the cache now
+    cached_bytes: int    #: their usable bytes
+    kept_bytes: int      #: usable bytes of those that kept their pages
+    hits: int            #: creates served from the cache
+    misses: int          #: creates that mapped a new stack
+    released: int        #: stacks whose pages were dropped entering the cache
+    evictions: int       #: cached stacks unmapped for a bound or a trim
+
+
+def _destroy(handle, _lib=lib):
+    _lib.hp_stack_destroy(handle)
+
+
+class Stack:
+    """A libhp stack. Create it with hp.stack()."""
+
+    __slots__ = ("_handle", "_lock", "__weakref__")
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("hp.Stack cannot be created directly; use hp.stack()")
+
+    @classmethod
+    def _adopt(cls, handle):
+        stack = object.__new__(cls)
+        stack._lock = threading.Lock()
+        stack._handle = ffi.gc(handle, _destroy)
+        return stack
+
+    def _live(self):
+        handle = self._handle
+        if handle is None:
+            raise ClosedError("operation on a closed hp.Stack")
+        return handle
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    @property
+    def base(self):
+        """Lowest usable address (the stack grows down from base + size)."""
+        return int(ffi.cast("uintptr_t", lib.hp_stack_base(self._live())))
+
+    @property
+    def size(self):
+        """Usable bytes from base."""
+        return lib.hp_stack_size(self._live())
+
+    def info(self):
+        with self._lock:
+            info = ffi.new("struct hp_stack_info *")
+            info.size = ffi.sizeof("struct hp_stack_info")
+            check(lib.hp_stack_get_info(self._live(), info))
+        mode = "huge" if info.mode == lib.HP_STACK_MODE_HUGE else "lean"
+        return StackInfo(mode, _kind(info.kind), bool(info.from_cache), string(info.source),
+                         info.flags, info.base_addr, info.usable_size, info.guard_addr,
+                         info.guard_size, info.page_size, info.resident_bytes, info.huge_bytes)
+
+    def close(self):
+        """Release the stack (to the cache, or unmapped). Idempotent."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                ffi.gc(handle, None)
+                check(lib.hp_stack_destroy(handle))
+
+    def __enter__(self):
+        self._live()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("hp.Stack cannot be pickled or copied")
+
+    def __repr__(self):
+        if self._handle is None:
+            return "<hp.Stack closed>"
+        return f"<hp.Stack {self.size} bytes at {self.base:#x}>"
+
+
+def stack(size, *, huge=False, hugetlb=False, thp=False, allow_lean=False, populate=False,
+          cache=True, guard_size=0):
+    """Make a stack of at least size usable bytes (hp_stack_create_ex).
+
+    Lean (base pages, never huge) unless huge/hugetlb/thp is set; allow_lean
+    falls back to lean instead of NoHugePagesError; cache=False neither reuses
+    nor caches it; guard_size is the PROT_NONE guard below it (0: one page).
+    """
+    size = _check_size(size)
+    flags = 0
+    for wanted, bit in ((huge, lib.HP_STACK_HUGE), (hugetlb, lib.HP_STACK_HUGETLB),
+                        (thp, lib.HP_STACK_THP), (allow_lean, lib.HP_STACK_ALLOW_LEAN),
+                        (populate, lib.HP_STACK_POPULATE), (not cache, lib.HP_STACK_NOCACHE)):
+        if wanted:
+            flags |= bit
+    opts = ffi.new("struct hp_stack_opts *")
+    opts.size = ffi.sizeof("struct hp_stack_opts")
+    opts.flags = flags
+    opts.guard_size = _check_size(guard_size)
+    handle = lib.hp_stack_create_ex(size, opts)
+    if handle == ffi.NULL:
+        raise last_error()
+    return Stack._adopt(handle)
+
+
+def stack_cache_configure(*, max_stacks=lib.HP_STACK_CACHE_DEFAULT_STACKS,
+                          max_bytes=lib.HP_STACK_CACHE_DEFAULT_BYTES,
+                          keep_bytes=lib.HP_STACK_CACHE_DEFAULT_KEEP_BYTES):
+    """Configure the stack cache (defaults: libhp's); trims it at once.
+
+    max_stacks=0 turns the cache off; max_bytes bounds the usable bytes of
+    cached stacks; keep_bytes of those keep their pages (0: give all back).
+    """
+    cfg = ffi.new("struct hp_stack_cache_config *")
+    cfg.size = ffi.sizeof("struct hp_stack_cache_config")
+    cfg.max_stacks = _check_size(max_stacks)
+    cfg.max_bytes = _check_size(max_bytes)
+    cfg.keep_bytes = _check_size(keep_bytes)
+    check(lib.hp_stack_cache_configure(cfg))
+
+
+def stack_cache_stats():
+    """Settings, contents and counters of the stack cache."""
+    st = ffi.new("struct hp_stack_cache_stats *")
+    st.size = ffi.sizeof("struct hp_stack_cache_stats")
+    check(lib.hp_stack_cache_get_stats(st))
+    return StackCacheStats(st.max_stacks, st.max_bytes, st.keep_bytes, st.cached_stacks,
+                           st.cached_bytes, st.kept_bytes, st.hits, st.misses, st.released,
+                           st.evictions)
+
+
+def stack_cache_trim():
+    """Unmap every cached stack now."""
+    check(lib.hp_stack_cache_trim())
