@@ -17,7 +17,9 @@ struct pin {
 };
 
 #define SIZE(s) {"sizeof:" #s, (long long)sizeof(struct s)}
-#define OFF(s, f) {#s "." #f, (long long)offsetof(struct s, f)}
+/* A field's offset and its size: a type change hidden by padding still shows. */
+#define OFF(s, f) {#s "." #f, (long long)offsetof(struct s, f)}, \
+                  {#s "." #f ":size", (long long)sizeof(((struct s *)0)->f)}
 #define VAL(v) {#v, (long long)(v)}
 
 static const struct pin pins[] = {
