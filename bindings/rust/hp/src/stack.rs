@@ -1,0 +1,476 @@
+//! Thread and coroutine stacks (`include/hp/stack.h`): lean stacks that are
+//! never backed by huge pages, or huge ones made of whole huge pages, each
+//! with a guard below it.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use hp_sys as sys;
+
+use crate::backend::BackendKind;
+use crate::block::c_chars;
+use crate::error::{check, Error, Result};
+
+/// How to make a [`Stack`]: a builder over `struct hp_stack_opts`.
+///
+/// ```no_run
+/// let s = hp::StackOptions::new().huge(true).allow_lean(true).create(8 << 20)?;
+/// println!("{:?}", s.info()?);
+/// # Ok::<(), hp::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StackOptions {
+    flags: u64,
+    guard_size: u64,
+}
+
+impl StackOptions {
+    /// A lean stack (never huge pages), one base page of guard, cacheable.
+    pub fn new() -> StackOptions {
+        StackOptions::default()
+    }
+
+    fn flag(mut self, bit: u64, yes: bool) -> StackOptions {
+        if yes {
+            self.flags |= bit;
+        } else {
+            self.flags &= !bit;
+        }
+        self
+    }
+
+    /// Huge mode: whole huge pages from the hugetlb pool or THP (`HP_STACK_HUGE`).
+    pub fn huge(self, yes: bool) -> StackOptions {
+        self.flag(sys::HP_STACK_HUGE, yes)
+    }
+
+    /// Huge mode from the hugetlb pool only (`HP_STACK_HUGETLB`).
+    pub fn hugetlb_only(self, yes: bool) -> StackOptions {
+        self.flag(sys::HP_STACK_HUGETLB, yes)
+    }
+
+    /// Huge mode from THP only (`HP_STACK_THP`).
+    pub fn thp_only(self, yes: bool) -> StackOptions {
+        self.flag(sys::HP_STACK_THP, yes)
+    }
+
+    /// In huge mode, make a lean stack rather than fail with
+    /// [`ErrorKind::NoHugePages`](crate::ErrorKind::NoHugePages) (`HP_STACK_ALLOW_LEAN`).
+    pub fn allow_lean(self, yes: bool) -> StackOptions {
+        self.flag(sys::HP_STACK_ALLOW_LEAN, yes)
+    }
+
+    /// Prefault the whole usable range now (`HP_STACK_POPULATE`).
+    pub fn populate(self, yes: bool) -> StackOptions {
+        self.flag(sys::HP_STACK_POPULATE, yes)
+    }
+
+    /// Neither reuse a cached stack nor cache this one (`HP_STACK_NOCACHE`).
+    pub fn no_cache(self, yes: bool) -> StackOptions {
+        self.flag(sys::HP_STACK_NOCACHE, yes)
+    }
+
+    /// Bytes of guard below the stack, rounded up to the base page; 0 (the
+    /// default) means one base page.
+    pub fn guard_size(mut self, bytes: u64) -> StackOptions {
+        self.guard_size = bytes;
+        self
+    }
+
+    /// OR raw `HP_STACK_*` bits into the request.
+    pub fn flags(mut self, raw: u64) -> StackOptions {
+        self.flags |= raw;
+        self
+    }
+
+    fn raw(&self) -> sys::hp_stack_opts {
+        let mut o = sys::hp_stack_opts::init();
+        o.flags = self.flags;
+        o.guard_size = self.guard_size;
+        o
+    }
+
+    /// Make a stack of at least `size` usable bytes (`hp_stack_create_ex`).
+    pub fn create(&self, size: usize) -> Result<Stack> {
+        let opts = self.raw();
+        // SAFETY: opts is a valid, sized options struct.
+        let s = unsafe { sys::hp_stack_create_ex(size, &opts) };
+        NonNull::new(s)
+            .map(|raw| Stack { raw })
+            .ok_or_else(|| Error::last(None))
+    }
+
+    /// Run `f` on a new thread whose stack is a libhp stack of at least
+    /// `size` bytes (`hp_stack_thread_create`); `size` must leave room for
+    /// the thread's TLS. A panic in `f` is caught and returned by
+    /// [`StackThread::join`].
+    pub fn spawn<F, T>(&self, size: usize, f: F) -> Result<StackThread<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let opts = self.raw();
+        let job: Box<Job<T>> = Box::new(Job {
+            run: Some(Box::new(f)),
+            result: None,
+        });
+        let job = Box::into_raw(job);
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: the trampoline matches the job's type; the job stays alive
+        // until join (or is reclaimed here if no thread started).
+        let rc = unsafe {
+            sys::hp_stack_thread_create(
+                &mut raw,
+                size,
+                &opts,
+                Some(trampoline::<T>),
+                job as *mut c_void,
+            )
+        };
+        if rc != sys::HP_OK {
+            let e = Error::last(Some(rc));
+            // SAFETY: no thread was started ("on failure nothing is left behind").
+            drop(unsafe { Box::from_raw(job) });
+            return Err(e);
+        }
+        let raw = NonNull::new(raw).expect("hp_stack_thread_create returned HP_OK and no stack");
+        Ok(StackThread {
+            raw,
+            job,
+            _result: PhantomData,
+        })
+    }
+}
+
+type Thunk<T> = Box<dyn FnOnce() -> T + Send>;
+
+struct Job<T> {
+    run: Option<Thunk<T>>,
+    result: Option<std::thread::Result<T>>,
+}
+
+extern "C" fn trampoline<T>(arg: *mut c_void) -> *mut c_void {
+    // SAFETY: arg is the Job<T> that spawn leaked for this thread alone;
+    // join reads it only after pthread_join.
+    let job = unsafe { &mut *(arg as *mut Job<T>) };
+    if let Some(run) = job.run.take() {
+        // Unwinding out of an extern "C" fn aborts; hand the panic to join.
+        job.result = Some(catch_unwind(AssertUnwindSafe(run)));
+    }
+    std::ptr::null_mut()
+}
+
+/// A thread running on a libhp stack, from [`StackOptions::spawn`].
+/// Dropping it without [`join`](StackThread::join) waits for the thread
+/// (a stack cannot be released under a running thread).
+pub struct StackThread<T> {
+    raw: NonNull<sys::hp_stack>,
+    job: *mut Job<T>,
+    _result: PhantomData<T>,
+}
+
+// SAFETY: joining is allowed from any thread; the job is only touched by the
+// thread before it ends and by join after it ended; T: Send is required.
+unsafe impl<T: Send> Send for StackThread<T> {}
+// SAFETY: &StackThread only queries the stack (thread-safe in libhp).
+unsafe impl<T: Send> Sync for StackThread<T> {}
+
+impl<T> StackThread<T> {
+    /// What the thread's stack is.
+    pub fn info(&self) -> Result<StackInfo> {
+        stack_info(self.raw.as_ptr())
+    }
+
+    fn wait(&mut self) -> Option<std::thread::Result<T>> {
+        if self.job.is_null() {
+            return None;
+        }
+        // SAFETY: we own the handle and join it exactly once (job set to null).
+        let rc = unsafe { sys::hp_stack_thread_join(self.raw.as_ptr(), std::ptr::null_mut()) };
+        assert_eq!(
+            rc,
+            sys::HP_OK,
+            "hp_stack_thread_join: {}",
+            Error::last(Some(rc))
+        );
+        // SAFETY: the thread has ended; the job is ours again.
+        let job = unsafe { Box::from_raw(self.job) };
+        self.job = std::ptr::null_mut();
+        job.result
+    }
+
+    /// Wait for the thread; its value, or the payload of its panic. The
+    /// stack is released (`hp_stack_thread_join`).
+    pub fn join(mut self) -> std::result::Result<T, Box<dyn Any + Send + 'static>> {
+        self.wait().expect("the thread ran its closure")
+    }
+}
+
+impl<T> std::fmt::Debug for StackThread<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StackThread")
+            .field("stack", &self.raw)
+            .finish()
+    }
+}
+
+impl<T> Drop for StackThread<T> {
+    fn drop(&mut self) {
+        drop(self.wait());
+    }
+}
+
+/// An owned stack; dropping it releases it (into the cache, or unmapped).
+/// Nothing may still run on it then. The stack is address space for a thread
+/// or coroutine you start yourself, so its memory is only reachable through
+/// raw pointers ([`base`](Stack::base)).
+pub struct Stack {
+    raw: NonNull<sys::hp_stack>,
+}
+
+// SAFETY: every hp_stack_* call is thread-safe, and a stack may be destroyed
+// by any thread; &Stack only reads its description.
+unsafe impl Send for Stack {}
+// SAFETY: as above.
+unsafe impl Sync for Stack {}
+
+impl Stack {
+    /// Make a lean stack of at least `size` bytes with the default options.
+    pub fn new(size: usize) -> Result<Stack> {
+        StackOptions::new().create(size)
+    }
+
+    /// Lowest usable address; the stack grows down from `base + size`.
+    /// With [`size`](Stack::size) it is what `pthread_attr_setstack` and
+    /// `makecontext` take.
+    pub fn base(&self) -> *mut u8 {
+        // SAFETY: a live handle we own.
+        unsafe { sys::hp_stack_base(self.raw.as_ptr()) as *mut u8 }
+    }
+
+    /// Usable bytes from `base`.
+    pub fn size(&self) -> usize {
+        // SAFETY: a live handle we own.
+        unsafe { sys::hp_stack_size(self.raw.as_ptr()) }
+    }
+
+    /// What the stack really is, residency measured now.
+    pub fn info(&self) -> Result<StackInfo> {
+        stack_info(self.raw.as_ptr())
+    }
+
+    /// The raw handle, for C APIs; it stays owned by `self`.
+    pub fn as_raw(&self) -> *mut sys::hp_stack {
+        self.raw.as_ptr()
+    }
+
+    /// Release the stack now, reporting an error that `drop` would ignore.
+    pub fn destroy(self) -> Result<()> {
+        let raw = self.raw.as_ptr();
+        std::mem::forget(self);
+        // SAFETY: we owned the handle and forgot self, so nothing destroys it again.
+        check(unsafe { sys::hp_stack_destroy(raw) })
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: we own the handle.
+        unsafe { sys::hp_stack_destroy(self.raw.as_ptr()) };
+    }
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("base", &self.base())
+            .field("size", &self.size())
+            .finish()
+    }
+}
+
+/// Which mode a stack got (`HP_STACK_MODE_*`).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StackMode {
+    /// Never backed by huge pages.
+    Lean,
+    /// Whole huge pages.
+    Huge,
+    /// A mode this crate does not know yet.
+    Unknown(u32),
+}
+
+/// What libhp says about a stack (`struct hp_stack_info`).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackInfo {
+    /// Mode actually obtained.
+    pub mode: StackMode,
+    /// `Base` (lean), `Thp` or `Hugetlb`.
+    pub kind: BackendKind,
+    /// Whether the stack was reused from the cache.
+    pub from_cache: bool,
+    /// Backend whose probe allowed huge mode, or `"lean"`.
+    pub source: String,
+    /// `HP_STACK_*` flags given at creation.
+    pub flags: u64,
+    /// Lowest usable address.
+    pub base_addr: u64,
+    /// Usable bytes.
+    pub usable_size: u64,
+    /// The guard is `[guard_addr, base_addr)`.
+    pub guard_addr: u64,
+    /// Guard bytes.
+    pub guard_size: u64,
+    /// Page size the usable range is mapped for.
+    pub page_size: u64,
+    /// Usable bytes in memory now (measured).
+    pub resident_bytes: u64,
+    /// Usable bytes on pages larger than the base page now (measured).
+    pub huge_bytes: u64,
+}
+
+fn stack_info(raw: *const sys::hp_stack) -> Result<StackInfo> {
+    let mut i = sys::hp_stack_info::init();
+    // SAFETY: a valid, sized out-parameter; libhp validates the handle.
+    check(unsafe { sys::hp_stack_get_info(raw, &mut i) })?;
+    Ok(StackInfo {
+        mode: match i.mode {
+            sys::HP_STACK_MODE_LEAN => StackMode::Lean,
+            sys::HP_STACK_MODE_HUGE => StackMode::Huge,
+            m => StackMode::Unknown(m),
+        },
+        kind: BackendKind::from_raw(i.kind),
+        from_cache: i.from_cache != 0,
+        source: c_chars(&i.source),
+        flags: i.flags,
+        base_addr: i.base_addr,
+        usable_size: i.usable_size,
+        guard_addr: i.guard_addr,
+        guard_size: i.guard_size,
+        page_size: i.page_size,
+        resident_bytes: i.resident_bytes,
+        huge_bytes: i.huge_bytes,
+    })
+}
+
+/// Stack cache settings (`struct hp_stack_cache_config`); `Default` is
+/// libhp's default (`HP_STACK_CACHE_CONFIG_INIT`: 64 stacks, 1 GiB of
+/// address space, 8 MiB kept).
+///
+/// A destroyed stack enters the cache and keeps its pages if the usable
+/// bytes of the kept stacks stay within `keep_bytes` (reuse then costs no
+/// syscall and no page fault, and the contents are whatever the last user
+/// left); otherwise its pages are released (`MADV_DONTNEED`) and it comes
+/// back zero-filled. A hugetlb stack that cannot be kept is unmapped at once.
+/// `keep_bytes: 0` gives every byte of memory back at destroy;
+/// `keep_bytes >= max_bytes` never drops anything.
+///
+/// ```no_run
+/// // Keep up to 64 MiB of warm stacks for fast reuse.
+/// hp::configure_stack_cache(&hp::StackCacheConfig {
+///     keep_bytes: 64 << 20,
+///     ..Default::default()
+/// })?;
+/// # Ok::<(), hp::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackCacheConfig {
+    /// Most cached stacks, at most `HP_STACK_CACHE_MAX_STACKS`; 0 turns the
+    /// cache off.
+    pub max_stacks: u64,
+    /// Usable bytes the cached stacks may total.
+    pub max_bytes: u64,
+    /// Of those, usable bytes whose pages are kept.
+    pub keep_bytes: u64,
+}
+
+impl Default for StackCacheConfig {
+    fn default() -> StackCacheConfig {
+        let c = sys::hp_stack_cache_config::init();
+        StackCacheConfig {
+            max_stacks: c.max_stacks,
+            max_bytes: c.max_bytes,
+            keep_bytes: c.keep_bytes,
+        }
+    }
+}
+
+/// Settings and counters of the stack cache (`struct hp_stack_cache_stats`).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackCacheStats {
+    /// Current bound on cached stacks.
+    pub max_stacks: u64,
+    /// Current bound on cached bytes.
+    pub max_bytes: u64,
+    /// Current bound on the usable bytes of cached stacks that keep their pages.
+    pub keep_bytes: u64,
+    /// Stacks in the cache now.
+    pub cached_stacks: u64,
+    /// Their usable bytes.
+    pub cached_bytes: u64,
+    /// Usable bytes of those that kept their pages.
+    pub kept_bytes: u64,
+    /// Creates served from the cache.
+    pub hits: u64,
+    /// Creates that mapped a new stack.
+    pub misses: u64,
+    /// Stacks whose pages were dropped as they entered the cache.
+    pub released: u64,
+    /// Cached stacks unmapped to respect a bound or trim.
+    pub evictions: u64,
+}
+
+impl StackCacheStats {
+    /// The configuration in force.
+    pub fn config(&self) -> StackCacheConfig {
+        StackCacheConfig {
+            max_stacks: self.max_stacks,
+            max_bytes: self.max_bytes,
+            keep_bytes: self.keep_bytes,
+        }
+    }
+}
+
+/// Apply a stack cache configuration, trimming the cache to it at once.
+/// Fails with [`ErrorKind::Range`](crate::ErrorKind::Range) if `max_stacks`
+/// is above `HP_STACK_CACHE_MAX_STACKS`.
+pub fn configure_stack_cache(config: &StackCacheConfig) -> Result<()> {
+    let mut c = sys::hp_stack_cache_config::init();
+    c.max_stacks = config.max_stacks;
+    c.max_bytes = config.max_bytes;
+    c.keep_bytes = config.keep_bytes;
+    // SAFETY: a valid, sized config.
+    check(unsafe { sys::hp_stack_cache_configure(&c) })
+}
+
+/// The stack cache's settings, its contents now, and counters since the
+/// process started.
+pub fn stack_cache_stats() -> Result<StackCacheStats> {
+    let mut s = sys::hp_stack_cache_stats::init();
+    // SAFETY: a valid, sized out-parameter.
+    check(unsafe { sys::hp_stack_cache_get_stats(&mut s) })?;
+    Ok(StackCacheStats {
+        max_stacks: s.max_stacks,
+        max_bytes: s.max_bytes,
+        keep_bytes: s.keep_bytes,
+        cached_stacks: s.cached_stacks,
+        cached_bytes: s.cached_bytes,
+        kept_bytes: s.kept_bytes,
+        hits: s.hits,
+        misses: s.misses,
+        released: s.released,
+        evictions: s.evictions,
+    })
+}
+
+/// Unmap every cached stack now.
+pub fn trim_stack_cache() -> Result<()> {
+    // SAFETY: no arguments, thread-safe.
+    check(unsafe { sys::hp_stack_cache_trim() })
+}

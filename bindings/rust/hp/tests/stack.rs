@@ -1,0 +1,210 @@
+//! Stacks and threads on them, against the real libhp.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use hp::{BackendKind, ErrorKind, Stack, StackCacheConfig, StackMode, StackOptions};
+
+const MIB: usize = 1 << 20;
+
+#[test]
+fn lean_stack_has_a_guard_below_and_no_huge_pages() {
+    let s = Stack::new(MIB + 1).unwrap();
+    assert!(s.size() > MIB);
+    assert_eq!(s.base() as usize % 4096, 0);
+    let info = s.info().unwrap();
+    assert_eq!(info.mode, StackMode::Lean);
+    assert_eq!(info.kind, BackendKind::Base);
+    assert_eq!(info.base_addr, s.base() as u64);
+    assert_eq!(info.usable_size, s.size() as u64);
+    assert!(info.guard_size >= 4096);
+    assert_eq!(info.guard_addr + info.guard_size, info.base_addr);
+    assert_eq!(info.huge_bytes, 0);
+    s.destroy().unwrap();
+}
+
+#[test]
+fn huge_stack_or_a_clean_refusal() {
+    match StackOptions::new().huge(true).create(4 * MIB) {
+        Ok(s) => {
+            let info = s.info().unwrap();
+            assert_eq!(info.mode, StackMode::Huge);
+            assert!(info.page_size > 4096);
+            assert_eq!(info.base_addr % info.page_size, 0, "{info:?}");
+        }
+        Err(e) => assert_eq!(e.kind(), ErrorKind::NoHugePages, "{e}"),
+    }
+    // With allow_lean there is always a stack.
+    let s = StackOptions::new()
+        .huge(true)
+        .allow_lean(true)
+        .create(4 * MIB)
+        .unwrap();
+    assert!(matches!(
+        s.info().unwrap().mode,
+        StackMode::Huge | StackMode::Lean
+    ));
+}
+
+#[test]
+fn bad_requests_are_errors() {
+    assert_eq!(Stack::new(0).unwrap_err().kind(), ErrorKind::Size);
+    let e = StackOptions::new().flags(1 << 40).create(MIB).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Flags);
+    let e = StackOptions::new()
+        .guard_size(hp::sys::HP_STACK_MAX_GUARD + 1)
+        .create(MIB)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(!e.detail().is_empty());
+}
+
+#[test]
+fn stacks_move_between_threads() {
+    let s = StackOptions::new()
+        .guard_size(64 << 10)
+        .create(MIB)
+        .unwrap();
+    assert!(s.info().unwrap().guard_size >= 64 << 10);
+    std::thread::spawn(move || drop(s)).join().unwrap();
+}
+
+#[test]
+fn spawned_closure_runs_on_the_libhp_stack() {
+    let t = StackOptions::new()
+        .spawn(2 * MIB, || {
+            let local = [1u8; 64];
+            (std::hint::black_box(&local).as_ptr() as u64, 6 * 7)
+        })
+        .unwrap();
+    let info = t.info().unwrap();
+    let (addr, value) = t.join().unwrap();
+    assert_eq!(value, 42);
+    assert!(
+        addr >= info.base_addr && addr < info.base_addr + info.usable_size,
+        "local at {addr:#x}, stack {:#x}+{:#x}",
+        info.base_addr,
+        info.usable_size
+    );
+}
+
+#[test]
+fn a_panic_comes_back_from_join() {
+    // The default panic hook prints "boom on a libhp stack" to stderr: expected.
+    let t = StackOptions::new()
+        .spawn(2 * MIB, || -> u32 { panic!("boom on a libhp stack") })
+        .unwrap();
+    let payload = t.join().unwrap_err();
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"boom on a libhp stack")
+    );
+}
+
+#[test]
+fn dropping_a_stack_thread_waits_for_it() {
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    let t = StackOptions::new()
+        .spawn(2 * MIB, move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            flag.store(true, Ordering::SeqCst);
+        })
+        .unwrap();
+    drop(t);
+    assert!(done.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_stack_too_small_for_a_thread_is_refused() {
+    let e = StackOptions::new().spawn(4096, || ()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+}
+
+/// Make a stack of a size and guard no other test uses (so no other test can
+/// take it from the cache), write `byte` at its base and destroy it.
+fn cache_one_marked_stack(opts: &StackOptions, size: usize, byte: u8) -> u64 {
+    let s = opts.create(size).unwrap();
+    let usable = s.size() as u64;
+    // SAFETY: the usable range is ours, mapped read-write, nothing runs on it.
+    unsafe { s.base().write_volatile(byte) };
+    s.destroy().unwrap();
+    usable
+}
+
+/// The first byte of a new stack of that size and guard, and whether it
+/// came from the cache.
+fn reuse_marked_stack(opts: &StackOptions, size: usize) -> (u8, bool) {
+    let s = opts.create(size).unwrap();
+    // SAFETY: as above.
+    let byte = unsafe { s.base().read_volatile() };
+    (byte, s.info().unwrap().from_cache)
+}
+
+// The only test that configures the process-wide cache (tests run in
+// parallel); other tests' stacks may come and go, so counters are compared
+// with >= and contents only through stacks of a size and guard of its own.
+#[test]
+fn cache_counts_keeps_releases_and_trims() {
+    let defaults = StackCacheConfig::default();
+    assert_eq!(defaults.max_stacks, 64);
+    assert_eq!(defaults.max_bytes, 1 << 30);
+    assert_eq!(defaults.keep_bytes, 8 << 20);
+    hp::configure_stack_cache(&defaults).unwrap();
+    let before = hp::stack_cache_stats().unwrap();
+    assert_eq!(before.config(), defaults);
+    drop(Stack::new(3 * MIB).unwrap());
+    drop(Stack::new(3 * MIB).unwrap());
+    let after = hp::stack_cache_stats().unwrap();
+    assert!(
+        after.hits + after.misses >= before.hits + before.misses + 2,
+        "{before:?} {after:?}"
+    );
+    assert!(after.kept_bytes <= after.keep_bytes, "{after:?}");
+    assert!(after.kept_bytes <= after.cached_bytes, "{after:?}");
+    assert!(after.cached_bytes <= after.max_bytes, "{after:?}");
+    assert!(after.cached_stacks <= after.max_stacks, "{after:?}");
+
+    // keep_bytes >= max_bytes: a cached stack keeps its pages and contents.
+    let keep_all = StackCacheConfig {
+        keep_bytes: defaults.max_bytes,
+        ..defaults
+    };
+    hp::configure_stack_cache(&keep_all).unwrap();
+    assert_eq!(hp::stack_cache_stats().unwrap().config(), keep_all);
+    let kept = StackOptions::new().guard_size(52 << 10);
+    let size = 3 * MIB + (52 << 10);
+    let usable = cache_one_marked_stack(&kept, size, 0xa5);
+    let st = hp::stack_cache_stats().unwrap();
+    assert!(st.kept_bytes >= usable, "{st:?}");
+    assert_eq!(reuse_marked_stack(&kept, size), (0xa5, true));
+
+    // keep_bytes 0: pages are dropped on entry; the stack comes back zeroed.
+    let keep_none = StackCacheConfig {
+        keep_bytes: 0,
+        ..defaults
+    };
+    hp::configure_stack_cache(&keep_none).unwrap();
+    let st0 = hp::stack_cache_stats().unwrap();
+    assert_eq!(st0.config(), keep_none);
+    assert_eq!(st0.kept_bytes, 0, "{st0:?}");
+    let released = StackOptions::new().guard_size(56 << 10);
+    let size = 3 * MIB + (56 << 10);
+    cache_one_marked_stack(&released, size, 0x5a);
+    let st1 = hp::stack_cache_stats().unwrap();
+    assert!(st1.released > st0.released, "{st0:?} {st1:?}");
+    assert_eq!(st1.kept_bytes, 0, "{st1:?}");
+    assert_eq!(reuse_marked_stack(&released, size), (0, true));
+
+    hp::trim_stack_cache().unwrap();
+    let bad = StackCacheConfig {
+        max_stacks: u64::from(hp::sys::HP_STACK_CACHE_MAX_STACKS) + 1,
+        ..defaults
+    };
+    assert_eq!(
+        hp::configure_stack_cache(&bad).unwrap_err().kind(),
+        ErrorKind::Range
+    );
+    hp::configure_stack_cache(&defaults).unwrap();
+    assert_eq!(hp::stack_cache_stats().unwrap().config(), defaults);
+}
