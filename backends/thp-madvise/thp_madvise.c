@@ -75,10 +75,14 @@ static int thp_collapse(void *addr, uint64_t len, uint64_t pmd)
     if (end <= start)
         return HP_OK;
     int rc = host->os_advise((void *)start, end - start, MADV_COLLAPSE);
-    if (rc == -EINVAL)
+    /* EINVAL is ambiguous: kernels before 6.1 do not know the advice, but
+     * 6.x also says EINVAL for a range with no page table yet (an untouched
+     * PMD is SCAN_PMD_NULL, mapped to -EINVAL by madvise_collapse_errno).
+     * A zero-length call checks only the advice itself. */
+    if (rc == -EINVAL && host->os_advise((void *)start, 0, MADV_COLLAPSE) == -EINVAL)
         atomic_store(&collapse_unsupported, 1);  /* Linux < 6.1 */
     else if (rc < 0)
-        host->log("thp-madvise", "MADV_COLLAPSE failed; huge pages will come from faults");
+        host->log("thp-madvise", "MADV_COLLAPSE left some PMDs to faults");
     return HP_OK;
 }
 

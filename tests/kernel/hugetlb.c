@@ -1,0 +1,516 @@
+/*
+ * hugetlbfs backend, proven by the kernel's own counters: KernelPageSize and
+ * *_Hugetlb in smaps, KPF_HUGE in kpageflags, the pool's free and reserved
+ * pages, mincore after free. Also the pool running dry: whole pool then one
+ * more, fallback blocks, and the pool drained by another process between
+ * libhp's probe and its mmap (never a SIGBUS).
+ *
+ * Knobs (restored at exit): a 2 MiB pool of POOL pages, the 1 GiB pool
+ * empty (one page for the 1 GiB test), THP enabled=madvise, mTHP off.
+ */
+#include <hp.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "kt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POOL 16L          /* 2 MiB pages reserved for this program */
+#define NO_HUGE_SOURCES "thp-madvise,anon-orders"
+
+extern void (*kt_mmap_hook)(size_t len, int flags);
+
+static struct kt_snapshot before_all, after_setup;
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static long pool2m(const char *file)
+{
+    return pool_get(2048, file);
+}
+
+/* The pool must settle at these counts (see kt_pool_wait). */
+#define EXPECT_POOL(kb, free, rsvd, what)                                                          \
+    do {                                                                                           \
+        long got_free_, got_rsvd_;                                                                 \
+        KT_CHECK(kt_pool_wait((kb), (free), (rsvd), &got_free_, &got_rsvd_) == 0,                  \
+                 "%s: %lu kB pool has Free %ld Rsvd %ld, expected Free %ld Rsvd %ld", (what),      \
+                 (unsigned long)(kb), got_free_, got_rsvd_, (long)(free), (long)(rsvd));          \
+    } while (0)
+
+/* Blocks a test holds, freed by the teardown if the test fails half-way. */
+static void *held[8];
+
+static void hold(void *p)
+{
+    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
+        if (!held[i]) {
+            held[i] = p;
+            return;
+        }
+}
+
+static void release(void *p)
+{
+    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
+        if (held[i] == p)
+            held[i] = NULL;
+    int32_t rc = hp_free(p);
+    KT_CHECK(rc == HP_OK, "hp_free(%p): %s", p, hp_error_name(rc));
+}
+
+/* After every test: nothing of ours left in the pools, and libhp's view of
+ * them fresh (it re-reads pool counters at most every 100 ms otherwise, and
+ * the next test must not see the pool this one emptied). */
+static int teardown(void **state)
+{
+    (void)state;
+    kt_drainers_stop_all();
+    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
+        if (held[i])
+            hp_free(held[i]), held[i] = NULL;
+    if (kt_pool_exists(1048576) && pool_get(1048576, "nr_hugepages") != 0)
+        pool_set(1048576, 0);
+    hp_reprobe();
+    return 0;
+}
+
+static void *alloc_with(size_t len, const char *backend, const char *exclude, uint64_t flags)
+{
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = backend;
+    o.exclude = exclude;
+    o.flags = flags;
+    void *p = hp_alloc_ex(len, &o);
+    if (p)
+        hold(p);
+    return p;
+}
+
+static void *must_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags)
+{
+    void *p = alloc_with(len, backend, exclude, flags);
+    if (!p)
+        fail_msg("hp_alloc_ex(%zu, backend=%s, exclude=%s, flags=0x%llx): %s: %s", len,
+                 backend ? backend : "-", exclude ? exclude : "-", (unsigned long long)flags,
+                 hp_error_name(hp_last_error()), hp_last_error_detail());
+    return p;
+}
+
+static struct hp_block_info info_of(const void *p)
+{
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    int32_t rc = hp_info(p, &info);
+    KT_CHECK(rc == HP_OK, "hp_info: %s", hp_error_name(rc));
+    return info;
+}
+
+static void expect_failure(void *p, int32_t code, const char *what)
+{
+    if (p)
+        fail_msg("%s: expected %s, got a block (%s)", what, hp_error_name(code),
+                 info_of(p).backend);
+    KT_CHECK(hp_last_error() == code, "%s: got %s (%s)", what, hp_error_name(hp_last_error()),
+             hp_last_error_detail());
+    KT_CHECK(hp_last_error_detail()[0] != '\0', "%s: no error detail", what);
+}
+
+static void expect_fill_ok(void *p, size_t len, unsigned char byte)
+{
+    size_t off = 0;
+    int rc = kt_fill_verify(p, len, byte, &off);
+    KT_CHECK(rc == 0, "%s at offset %zu of %zu bytes", rc < 0 ? "SIGBUS/SIGSEGV" : "wrong byte",
+             off, len);
+}
+
+static void expect_unmapped(void *p, size_t len)
+{
+    int err = kt_mincore_errno(p, len);
+    KT_CHECK(err == ENOMEM, "mincore after hp_free says %s, not ENOMEM",
+             err ? strerror(err) : "mapped");
+}
+
+/*
+ * A hugetlb block from start to end, with no other block of ours alive:
+ * reserved at map time (Rsvd rises, Free does not move), faulted on touch
+ * (Free drops, Rsvd returns), smaps and kpageflags show page size ps,
+ * hp_info agrees with smaps, and hp_free unmaps and gives every page back.
+ */
+static void exercise_hugetlb(size_t len, const char *backend, uint64_t flags, uint64_t ps)
+{
+    unsigned long kb = (unsigned long)(ps >> 10);
+    uint64_t mapped = round_up(len, ps);
+    long pages = (long)(mapped / ps), nr = pool_get(kb, "nr_hugepages");
+    EXPECT_POOL(kb, nr, 0, "before the allocation");
+
+    char *p = must_alloc(len, backend, NULL, flags);
+    struct hp_block_info info = info_of(p);
+    KT_CHECK(!strcmp(info.backend, "hugetlbfs"), "served by %s", info.backend);
+    KT_CHECK(info.page_size == ps, "page_size %llu", (unsigned long long)info.page_size);
+    KT_CHECK(info.usable_size >= len && info.mapped_size == mapped, "usable %llu mapped %llu",
+             (unsigned long long)info.usable_size, (unsigned long long)info.mapped_size);
+    KT_CHECK((uintptr_t)p % ps == 0, "%p is not aligned to its page size", (void *)p);
+    /* No MAP_NORESERVE: every page is promised before anything is touched. */
+    EXPECT_POOL(kb, nr, pages, "mapped, not touched");
+    KT_CHECK(info.huge_bytes == 0, "huge_bytes %llu before any touch",
+             (unsigned long long)info.huge_bytes);
+
+    if (mapped <= (UINT64_C(64) << 20))
+        expect_fill_ok(p, mapped, 0x5a);
+    else
+        touch_pages(p, len);
+    EXPECT_POOL(kb, nr - pages, 0, "touched");
+
+    struct kt_vma v;
+    KT_CHECK(kt_vma_of(p, &v) == 0, "no mapping in smaps");
+    KT_CHECK(v.kernel_page_kb == (long)kb, "KernelPageSize %ld kB", v.kernel_page_kb);
+    KT_CHECK(v.start == (uintptr_t)p && v.end == (uintptr_t)p + mapped,
+             "mapping %#lx-%#lx, block %p+%llu", (unsigned long)v.start, (unsigned long)v.end,
+             (void *)p, (unsigned long long)mapped);
+    KT_CHECK((uint64_t)v.hugetlb_kb << 10 == mapped, "Private+Shared_Hugetlb %ld kB",
+             v.hugetlb_kb);
+    info = info_of(p);
+    KT_CHECK(info.huge_bytes == (uint64_t)v.hugetlb_kb << 10,
+             "hp_info says %llu huge bytes, smaps %ld kB", (unsigned long long)info.huge_bytes,
+             v.hugetlb_kb);
+    int64_t f = kt_page_flags(p + len - 1);
+    KT_CHECK(f >= 0 && (f >> KT_KPF_HUGE & 1), "page of the last byte: kpageflags %llx",
+             (unsigned long long)f);
+
+    release(p);
+    expect_unmapped(p, mapped);
+    EXPECT_POOL(kb, nr, 0, "after hp_free");
+}
+
+static void hugetlb_2m_named(void **state)
+{
+    KT_PRECONDITIONS();
+    struct hp_backend_info b;
+    KT_CHECK(kt_backend("hugetlbfs", &b) == 0 && b.available, "hugetlbfs backend: %s",
+             b.reason);
+    exercise_hugetlb(4 * KT_2M, "hugetlbfs", 0, KT_2M);
+    exercise_hugetlb(4 * KT_2M, "hugetlbfs", HP_F_PAGE_2M | HP_F_REQUIRE_HUGE, KT_2M);
+}
+
+static void hugetlb_2m_automatic(void **state)
+{
+    KT_PRECONDITIONS();
+    /* The pool covers the request: the policy prefers it to THP. */
+    exercise_hugetlb(4 * KT_2M, NULL, 0, KT_2M);
+    exercise_hugetlb(POOL * KT_2M, NULL, 0, KT_2M);
+}
+
+static void hugetlb_unaligned_length(void **state)
+{
+    KT_PRECONDITIONS();
+    /* The page holding the last byte must be huge: 2 pages + 3 base pages + 100. */
+    exercise_hugetlb(2 * KT_2M + 3 * KT_4K + 100, "hugetlbfs", 0, KT_2M);
+    exercise_hugetlb(100, "hugetlbfs", 0, KT_2M);
+    exercise_hugetlb(3 * KT_2M - 1, NULL, 0, KT_2M);
+}
+
+static void hugetlb_free_unmaps(void **state)
+{
+    KT_PRECONDITIONS();
+    char *p = must_alloc(3 * KT_2M, "hugetlbfs", NULL, 0);
+    touch_pages(p, 3 * KT_2M);
+    KT_CHECK(kt_mincore_errno(p, 3 * KT_2M) == 0, "block not mapped before free");
+    release(p);
+    for (int i = 0; i < 3; i++)
+        expect_unmapped(p + i * KT_2M, KT_4K);
+    KT_CHECK(hp_free(p) == HP_EDOUBLEFREE, "second hp_free: %s", hp_error_name(hp_last_error()));
+    EXPECT_POOL(2048, POOL, 0, "after hp_free");
+}
+
+static void hugetlb_whole_pool_then_one_more(void **state)
+{
+    KT_PRECONDITIONS();
+    char *all = must_alloc(POOL * KT_2M, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE);
+    touch_pages(all, POOL * KT_2M);
+    EXPECT_POOL(2048, 0, 0, "whole pool taken and touched");
+
+    expect_failure(alloc_with(KT_2M, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
+                   "one more page from hugetlbfs, huge required");
+    expect_failure(alloc_with(KT_2M, NULL, NO_HUGE_SOURCES, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
+                   "one more page with THP excluded, huge required");
+    EXPECT_POOL(2048, 0, 0, "after the refused requests (no reservation left behind)");
+
+    char *fb = must_alloc(KT_2M, NULL, NO_HUGE_SOURCES, 0);
+    KT_CHECK(!strcmp(info_of(fb).backend, "fallback"), "served by %s", info_of(fb).backend);
+    expect_fill_ok(fb, KT_2M, 0x11);
+    release(fb);
+
+    char *any = must_alloc(KT_2M, NULL, NULL, 0);
+    KT_CHECK(strcmp(info_of(any).backend, "hugetlbfs"), "hugetlbfs served an empty pool");
+    expect_fill_ok(any, KT_2M, 0x22);
+    release(any);
+
+    release(all);
+    EXPECT_POOL(2048, POOL, 0, "after hp_free");
+}
+
+static void hugetlb_pool_plus_one_block(void **state)
+{
+    KT_PRECONDITIONS();
+    size_t len = (POOL + 1) * KT_2M;
+    expect_failure(alloc_with(len, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
+                   "pool+1 pages, huge required");
+    KT_CHECK(strstr(hp_last_error_detail(), "hugetlbfs") != NULL,
+             "the detail does not name the backend: %s", hp_last_error_detail());
+    expect_failure(alloc_with(len, NULL, NO_HUGE_SOURCES, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
+                   "pool+1 pages, THP excluded, huge required");
+    EXPECT_POOL(2048, POOL, 0, "after the refused requests (no reservation left behind)");
+
+    char *fb = must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
+    KT_CHECK(!strcmp(info_of(fb).backend, "fallback"), "served by %s", info_of(fb).backend);
+    expect_fill_ok(fb, len, 0x33);
+    release(fb);
+    EXPECT_POOL(2048, POOL, 0, "after the fallback block");
+}
+
+static void fallback_blocks_free_independently(void **state)
+{
+    KT_PRECONDITIONS();
+    char *all = must_alloc(POOL * KT_2M, "hugetlbfs", NULL, 0);
+    size_t len = 3 * KT_2M / 2 + 5;
+    char *a = must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
+    char *b = must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
+    KT_CHECK(!strcmp(info_of(a).backend, "fallback") && !strcmp(info_of(b).backend, "fallback"),
+             "served by %s and %s", info_of(a).backend, info_of(b).backend);
+    size_t usable = info_of(a).usable_size;
+    expect_fill_ok(a, usable, 0xaa);
+    expect_fill_ok(b, usable, 0xbb);
+
+    size_t off;
+    release(a);
+    expect_unmapped(a, usable);
+    KT_CHECK(kt_mincore_errno(b, usable) == 0, "freeing a unmapped part of b");
+    KT_CHECK(kt_verify(b, usable, 0xbb, &off) == 0, "b changed at %zu after freeing a", off);
+
+    char *c = must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
+    expect_fill_ok(c, usable, 0xcc);
+    release(b);
+    expect_unmapped(b, usable);
+    KT_CHECK(kt_verify(c, usable, 0xcc, &off) == 0, "c changed at %zu after freeing b", off);
+    release(c);
+    release(all);
+    EXPECT_POOL(2048, POOL, 0, "after hp_free");
+}
+
+/* Drained between probe and map: the hook runs inside libhp's mmap call. */
+static int hook_armed;
+static pid_t hook_pid;
+static long hook_pages;
+
+static void drain_hook(size_t len, int flags)
+{
+    (void)len;
+    if (!hook_armed || !(flags & MAP_HUGETLB))
+        return;
+    hook_armed = 0;
+    hook_pid = kt_drainer_start(2048, &hook_pages);
+}
+
+static void arm_drain(void)
+{
+    hook_pid = 0;
+    hook_pages = 0;
+    hook_armed = 1;
+    kt_mmap_hook = drain_hook;
+}
+
+static void disarm_drain(void)
+{
+    hook_armed = 0;
+    kt_mmap_hook = NULL;
+    KT_CHECK(hook_pid > 0, "the mmap hook never ran (pid %d): libhp did not map hugetlb pages "
+             "through mmap, or the drainer failed", (int)hook_pid);
+    KT_CHECK(hook_pages == POOL, "the drainer took %ld pages, expected %ld", hook_pages, POOL);
+}
+
+static void drained_between_probe_and_map(void **state)
+{
+    KT_PRECONDITIONS();
+    size_t len = 4 * KT_2M;
+    arm_drain();
+    char *p = alloc_with(len, NULL, NULL, 0);
+    disarm_drain();
+    KT_CHECK(p != NULL, "automatic selection failed instead of falling back: %s: %s",
+             hp_error_name(hp_last_error()), hp_last_error_detail());
+    KT_CHECK(strcmp(info_of(p).backend, "hugetlbfs"), "hugetlbfs served a drained pool");
+    EXPECT_POOL(2048, 0, 0, "drained; after the refused hugetlb mmap");
+    expect_fill_ok(p, len, 0x44);
+    release(p);
+    kt_drainer_stop(hook_pid);
+
+    arm_drain();
+    p = alloc_with(len, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE);
+    disarm_drain();
+    expect_failure(p, HP_ENOHUGE, "hugetlbfs only, huge required, pool drained after the probe");
+    EXPECT_POOL(2048, 0, 0, "drained; after the refused hugetlb mmap");
+    kt_drainer_stop(hook_pid);
+
+    arm_drain();
+    p = alloc_with(len, NULL, NO_HUGE_SOURCES, 0);
+    disarm_drain();
+    KT_CHECK(p != NULL && !strcmp(info_of(p).backend, "fallback"), "no fallback block: %s",
+             hp_last_error_detail());
+    expect_fill_ok(p, len, 0x55);
+    release(p);
+    kt_drainer_stop(hook_pid);
+    EXPECT_POOL(2048, POOL, 0, "after the drainer left");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Another process takes and returns the whole pool as fast as it can while
+ * we allocate and touch every byte: each block is either reserved or not
+ * hugetlb at all, never a SIGBUS. */
+static void drain_race_never_sigbus(void **state)
+{
+    KT_PRECONDITIONS();
+    pid_t churner = kt_churner_start(2048);
+    KT_CHECK(churner > 0, "fork: %s", strerror((int)-churner));
+    unsigned long rounds = 0, huge = 0, other = 0, refused = 0;
+    size_t len = 2 * KT_2M;
+    double end = now_s() + 0.8;
+    while (now_s() < end || rounds < 20) {
+        int named = rounds & 1;
+        char *p = alloc_with(len, named ? "hugetlbfs" : NULL, named ? NULL : NO_HUGE_SOURCES, 0);
+        rounds++;
+        if (!p) {
+            /* Named and the pool taken: refused, from a failed mmap or from
+             * a probe that saw the pool empty. */
+            if (!named || (hp_last_error() != HP_ENOMEM && hp_last_error() != HP_ENOBACKEND)) {
+                kt_drainer_stop(churner);
+                fail_msg("allocation failed: %s: %s", hp_error_name(hp_last_error()),
+                         hp_last_error_detail());
+            }
+            refused++;
+            continue;
+        }
+        size_t off;
+        int rc = kt_fill_verify(p, len, (unsigned char)rounds, &off);
+        if (rc != 0) {
+            kt_drainer_stop(churner);
+            fail_msg("%s at offset %zu of a %s block", rc < 0 ? "SIGBUS" : "wrong byte", off,
+                     info_of(p).backend);
+        }
+        if (!strcmp(info_of(p).backend, "hugetlbfs"))
+            huge++;
+        else
+            other++;
+        release(p);
+    }
+    kt_drainer_stop(churner);
+    kt_note("%lu rounds: %lu hugetlb blocks, %lu fallback blocks, %lu refused (pool taken)",
+            rounds, huge, other, refused);
+    EXPECT_POOL(2048, POOL, 0, "after the churner left");
+}
+
+static void hugetlb_1g(void **state)
+{
+    KT_PRECONDITIONS();
+    if (!kt_pool_exists(1048576))
+        KT_SKIP("this kernel has no 1 GiB hugetlb pages (%s/hugepages-1048576kB missing)",
+                KT_POOLS);
+    long got = pool_set(1048576, 1);
+    if (got != 1) {
+        pool_set(1048576, 0);
+        KT_SKIP("could not reserve one 1 GiB page (the kernel gave %ld): memory too "
+                "fragmented or too small", got);
+    }
+    hp_reprobe();  /* documented: pool changes are seen at once only after this */
+    exercise_hugetlb(KT_1G, "hugetlbfs", HP_F_PAGE_1G, KT_1G);
+    /* Exactly 1 GiB: no waste with either size, so the larger page wins. */
+    exercise_hugetlb(KT_1G, NULL, 0, KT_1G);
+    KT_CHECK(pool_set(1048576, 0) == 0, "1 GiB pool did not shrink back");
+    hp_reprobe();
+    EXPECT_POOL(2048, POOL, 0, "2 MiB pool after the 1 GiB test");
+}
+
+static void pool_snapshot_identical(void **state)
+{
+    KT_PRECONDITIONS();
+    struct kt_snapshot now;
+    char why[256];
+    teardown(state);
+    long got_free, got_rsvd;
+    kt_pool_wait(2048, POOL, 0, &got_free, &got_rsvd);
+    kt_snapshot_take(&now);
+    KT_CHECK(!kt_snapshot_diff(&after_setup, &now, why, sizeof(why)),
+             "pool differs from right after setup: %s", why);
+    knob_restore_all();
+    kt_snapshot_take(&now);
+    KT_CHECK(!kt_snapshot_diff(&before_all, &now, why, sizeof(why)),
+             "machine differs from before the tests: %s", why);
+}
+
+static void setup(void)
+{
+    if (!is_root()) {
+        snprintf(kt_skip_all, sizeof(kt_skip_all),
+                 "not root: hugetlb pools and THP knobs need root");
+        return;
+    }
+    if (!kt_pool_exists(2048)) {
+        snprintf(kt_skip_all, sizeof(kt_skip_all), "no 2 MiB hugetlb pages (%s missing)",
+                 KT_POOLS "/hugepages-2048kB");
+        return;
+    }
+    if (kt_lock(60))
+        return;
+    kt_snapshot_take(&before_all);
+    if (kt_thp_knob("enabled", "madvise") || kt_mthp_all("never") ||
+        (kt_pool_exists(1048576) && kt_pool_exact(1048576, 0)) || kt_pool_exact(2048, POOL))
+        return;
+    if (pool2m("free_hugepages") != POOL || pool2m("resv_hugepages") != 0) {
+        snprintf(kt_skip_all, sizeof(kt_skip_all),
+                 "another process holds pages of the 2 MiB pool (free %ld, rsvd %ld)",
+                 pool2m("free_hugepages"), pool2m("resv_hugepages"));
+        return;
+    }
+    kt_snapshot_take(&after_setup);
+}
+
+int main(void)
+{
+    kt_backends_only();
+    setup();
+    if (getenv("KT_FILTER"))  /* run some tests only: KT_FILTER='*1g*' */
+        cmocka_set_test_filter(getenv("KT_FILTER"));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(hugetlb_2m_named, teardown),
+        cmocka_unit_test_teardown(hugetlb_2m_automatic, teardown),
+        cmocka_unit_test_teardown(hugetlb_unaligned_length, teardown),
+        cmocka_unit_test_teardown(hugetlb_free_unmaps, teardown),
+        cmocka_unit_test_teardown(hugetlb_whole_pool_then_one_more, teardown),
+        cmocka_unit_test_teardown(hugetlb_pool_plus_one_block, teardown),
+        cmocka_unit_test_teardown(fallback_blocks_free_independently, teardown),
+        cmocka_unit_test_teardown(drained_between_probe_and_map, teardown),
+        cmocka_unit_test_teardown(drain_race_never_sigbus, teardown),
+        cmocka_unit_test_teardown(hugetlb_1g, teardown),
+        cmocka_unit_test(pool_snapshot_identical),
+    };
+    return cmocka_run_group_tests_name("kernel-hugetlb", tests, NULL, NULL);
+}
