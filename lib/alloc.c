@@ -1,6 +1,8 @@
 /* hp_alloc, hp_realloc, hp_free, hp_info: validation, dispatch, fallback. */
 #include "hp/alloc.h"
 #include "hp/errors.h"
+#include "backend_util.h"
+#include "cache.h"
 #include "error.h"
 #include "loader.h"
 #include "os.h"
@@ -8,6 +10,7 @@
 #include "select.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +107,45 @@ struct request {
     unsigned n_exclude;
 };
 
-static void *allocate(struct hp_core *c, const struct request *r)
+static uint64_t new_origin(void)
+{
+    static _Atomic uint64_t next;
+    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
+}
+
+/* libhp's own backends, whose mappings follow backends/common/backend_util.h:
+ * past the committed end there are only fresh pages, which read as zero. */
+static int is_ours(const struct hp_backend *b)
+{
+    static const char *const ours[] = {"fallback", "hugetlbfs", "thp-madvise", "anon-orders"};
+    for (size_t i = 0; i < sizeof(ours) / sizeof(*ours); i++)
+        if (!strcmp(b->name, ours[i]))
+            return 1;
+    return 0;
+}
+
+/* Cached hugetlb pages count as free pool pages: the cache gives them back
+ * to the pool when a map needs them. */
+static void count_cached(struct hp_backend *b, struct hp_backend_caps *caps)
+{
+    if (b->kind != HP_KIND_HUGETLB)
+        return;
+    for (unsigned k = 0; k < caps->n_page_sizes && k < HP_MAX_PAGE_SIZES; k++) {
+        uint64_t ps = caps->page_sizes[k];
+        if (!ps || caps->pool_free[k] == UINT64_MAX)
+            continue;
+        uint64_t cached = hp_cache_bytes(b, ps) / ps;
+        if (cached) {
+            caps->pool_free[k] += cached;
+            caps->available = 1;
+        }
+    }
+}
+
+/* The (backend, page size) pairs that may serve r, best first; 0 when there
+ * is none (with the error set unless quiet). */
+static unsigned candidates(struct hp_core *c, const struct request *r, struct hp_candidate *cand,
+                           int quiet)
 {
     const struct hp_options *o = hp_options();
     struct hp_backend_caps caps[HP_MAX_BACKENDS];
@@ -116,6 +157,7 @@ static void *allocate(struct hp_core *c, const struct request *r)
         view[i].caps = NULL;
         if (b->ops) {
             hp_backend_caps_now(b, r->len, hp_flags_page_size(r->flags), &caps[i]);
+            count_cached(b, &caps[i]);
             view[i].caps = &caps[i];
         }
     }
@@ -131,9 +173,8 @@ static void *allocate(struct hp_core *c, const struct request *r)
     sr.exclude = (const char(*)[HP_OPT_NAME_LEN])excl;
     sr.n_exclude = r->n_exclude + o->n_never;
 
-    struct hp_candidate cand[HP_SELECT_MAX];
     unsigned n = hp_select(&sr, view, c->n, cand, HP_SELECT_MAX);
-    if (n == 0) {
+    if (n == 0 && !quiet) {
         if (r->flags & HP_F_REQUIRE_HUGE) {
             hp_fail(HP_ENOHUGE, "no backend can serve %llu bytes with huge pages%s%s",
                     (unsigned long long)r->len, r->backend ? " from backend " : "",
@@ -143,28 +184,76 @@ static void *allocate(struct hp_core *c, const struct request *r)
                     (unsigned long long)r->len, r->backend ? " from backend " : "",
                     r->backend ? r->backend : "");
         }
+    }
+    return n;
+}
+
+/* HP_F_POPULATE / HP_F_COLLAPSE on memory that did not come from map. */
+static int32_t advise(struct hp_block *blk, uint64_t flags)
+{
+    int (*op)(const struct hp_mapping *, uint64_t) = HP_OP(blk->backend->ops, advise);
+    if (!op || !(flags & (HP_F_POPULATE | HP_F_COLLAPSE)))
+        return HP_OK;
+    int rc = op(&blk->m, flags & (HP_F_POPULATE | HP_F_COLLAPSE));
+    return rc == HP_OK ? HP_OK : (rc < 0 ? rc : HP_EBACKEND);
+}
+
+/* A block carved from the cache for candidate (b, page_size), or NULL. */
+static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
+                                   const struct request *r)
+{
+    if (b->kind == HP_KIND_BASE || b->kind == HP_KIND_OTHER)
+        return NULL;
+    struct hp_block *blk = calloc(1, sizeof(*blk));
+    uint64_t dirty;
+    if (!blk)
+        return NULL;
+    if (hp_cache_take(b, page_size, r->len, blk, &dirty) != HP_OK) {
+        free(blk);
         return NULL;
     }
+    blk->backend = b;
+    if (!(r->flags & HP_F_NOZERO))
+        hp_zero_reused(blk->m.addr, dirty < blk->m.len ? dirty : blk->m.len,
+                       b->kind == HP_KIND_HUGETLB);
+    if (advise(blk, r->flags) != HP_OK) {
+        if (!hp_cache_put(blk)) {
+            b->ops->unmap(&blk->m);
+            free(blk);
+        }
+        return NULL;
+    }
+    return blk;
+}
+
+/* Serve r from the first candidate that can: its cached ranges first (warm
+ * pages), then a fresh mapping. */
+static struct hp_block *serve(struct hp_core *c, const struct request *r,
+                              const struct hp_candidate *cand, unsigned n)
+{
     int32_t last = HP_ENOMEM;
     char tried[256] = "";
     for (unsigned i = 0; i < n; i++) {
         struct hp_backend *b = &c->backends[cand[i].backend];
-        struct hp_block *blk = calloc(1, sizeof(*blk));
+        struct hp_block *blk = from_cache(b, cand[i].page_size, r);
+        if (blk)
+            return blk;
+        blk = calloc(1, sizeof(*blk));
         if (!blk) {
             hp_fail(HP_ENOMEM, "out of memory for the block record");
             return NULL;
         }
         int32_t rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
+        /* The pool pages the cache holds may be the ones this map misses. */
+        if (rc == HP_ENOMEM && b->kind == HP_KIND_HUGETLB &&
+            hp_cache_flush(b, cand[i].page_size) > 0)
+            rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
         if (rc == HP_OK) {
             blk->backend = b;
-            blk->flags = r->flags;
-            blk->requested_page_size = hp_flags_page_size(r->flags);
-            if (hp_registry_insert(blk) == HP_OK)
-                return blk->m.addr;
-            b->ops->unmap(&blk->m);
-            free(blk);
-            hp_fail(HP_ENOMEM, "out of memory for the block registry");
-            return NULL;
+            blk->origin = new_origin();
+            if (b->kind == HP_KIND_HUGETLB || b->kind == HP_KIND_THP || b->kind == HP_KIND_MTHP)
+                hp_cache_count_miss();
+            return blk;
         }
         free(blk);
         hp_backend_mark_stale(b);
@@ -181,6 +270,43 @@ static void *allocate(struct hp_core *c, const struct request *r)
                 (unsigned long long)r->len, tried);
     else
         hp_fail(last == HP_EBACKEND ? HP_EBACKEND : HP_ENOMEM, "every backend failed: %s", tried);
+    return NULL;
+}
+
+static void release(struct hp_block *b)
+{
+    int rc = b->backend->ops->unmap(&b->m);
+    if (rc != HP_OK)
+        hp_log("%s: unmap of %p failed (%s)", b->backend->name, b->m.addr, hp_error_name(rc));
+    /* Pool pages came back: the next large request re-reads the figures. */
+    if (b->backend->kind == HP_KIND_HUGETLB)
+        hp_backend_mark_stale(b->backend);
+    free(b);
+}
+
+/* A freed block goes to the cache if it takes it, else back to the kernel. */
+static void retire(struct hp_block *b)
+{
+    if (!hp_cache_put(b))
+        release(b);
+}
+
+static void *allocate(struct hp_core *c, const struct request *r)
+{
+    struct hp_candidate cand[HP_SELECT_MAX];
+    unsigned n = candidates(c, r, cand, 0);
+    if (n == 0)
+        return NULL;
+    struct hp_block *blk = serve(c, r, cand, n);
+    if (!blk)
+        return NULL;
+    blk->flags = r->flags;
+    blk->requested_page_size = hp_flags_page_size(r->flags);
+    blk->pinned = r->backend != NULL;
+    if (hp_registry_insert(blk) == HP_OK)
+        return blk->m.addr;
+    release(blk);
+    hp_fail(HP_ENOMEM, "out of memory for the block registry");
     return NULL;
 }
 
@@ -232,8 +358,17 @@ HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts)
             hp_fail(HP_ENOBACKEND, "no loaded backend named \"%s\"", r.backend);
             return NULL;
         }
-        if (!b->caps.available) {
-            hp_fail(HP_ENOBACKEND, "backend %s is unavailable: %s", r.backend, b->caps.reason);
+        /* b->caps is a hint (pool figures are re-read at most every
+         * 100 ms): a backend the caller named is judged on fresh figures. */
+        struct hp_backend_caps caps;
+        hp_backend_caps_now(b, r.len, hp_flags_page_size(r.flags), &caps);
+        if (!caps.available && (caps.flags & HP_CAPS_REPROBE)) {
+            hp_backend_mark_stale(b);
+            hp_backend_caps_now(b, UINT64_MAX, 0, &caps);
+        }
+        if (!caps.available) {
+            hp_fail((r.flags & HP_F_REQUIRE_HUGE) && caps.n_page_sizes ? HP_ENOHUGE : HP_ENOBACKEND,
+                    "backend %s is unavailable: %s", r.backend, caps.reason);
             return NULL;
         }
     }
@@ -259,14 +394,6 @@ static int32_t pointer_error(int32_t code, const void *p, const char *what)
     }
 }
 
-static void release(struct hp_block *b)
-{
-    int rc = b->backend->ops->unmap(&b->m);
-    if (rc != HP_OK)
-        hp_log("%s: unmap of %p failed (%s)", b->backend->name, b->m.addr, hp_error_name(rc));
-    free(b);
-}
-
 HP_EXTERN(int32_t) hp_free(void *p)
 {
     if (!p)
@@ -275,28 +402,96 @@ HP_EXTERN(int32_t) hp_free(void *p)
     struct hp_block *b = hp_registry_take(p, 1, &code);
     if (!b)
         return pointer_error(code, p, "hp_free");
-    release(b);
+    retire(b);
     return HP_OK;
 }
 
-/* Resize through the backend's remap; HP_OK updates b->m. */
-static int32_t try_remap(struct hp_block *b, uint64_t new_len, uint64_t flags)
+/* Resize through the backend's remap; HP_OK updates b->m (and the lineage,
+ * when the memory moved). */
+static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
 {
     int (*remap)(struct hp_mapping *, uint64_t, uint64_t) = HP_OP(b->backend->ops, remap);
     if (!remap)
         return HP_ENOTSUP;
-    uint64_t wanted = hp_flags_page_size(flags);
-    if (wanted && wanted != b->m.page_size)
-        return HP_ENOTSUP;
     struct hp_mapping m = b->m;
+    hp_set_detail("");
     int rc = remap(&m, new_len, flags);
     if (rc != HP_OK)
-        return rc;
+        return rc < 0 ? rc : HP_EBACKEND;
     if (!sane_mapping(&m, new_len))
         return hp_fail(HP_EBACKEND, "backend %s remap returned an invalid mapping",
                        b->backend->name);
+    if (m.map_addr != b->m.map_addr)
+        b->origin = new_origin();
     b->m = m;
     return HP_OK;
+}
+
+/* Resize b on its own backend. Shrink releases the tail in place. Growth:
+ * the backend commits headroom reserved after the block if it has some;
+ * else the cached range right after the block (same lineage) is taken over,
+ * no syscall at all; else the backend grows the mapping in place or moves
+ * it (page tables, not bytes). The new tail reads as zero unless
+ * HP_F_NOZERO: only bytes that may hold old contents are cleared. */
+static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
+{
+    uint64_t old_len = b->m.len;
+    uint64_t dirty = is_ours(b->backend) ? hpb_committed(&b->m) : UINT64_MAX;
+    if (new_size <= old_len) {
+        int32_t rc = remap_with(b, new_size, flags);
+        if (rc == HP_OK && b->backend->kind == HP_KIND_HUGETLB)
+            hp_backend_mark_stale(b->backend);
+        return rc;
+    }
+    int hugetlb = b->backend->kind == HP_KIND_HUGETLB;
+    uint64_t span = b->m.map_len - (uint64_t)((char *)b->m.addr - (char *)b->m.map_addr);
+    int32_t rc = HP_ENOTSUP;
+    if (new_size > span) {
+        uint64_t end = b->m.map_len, got = hp_cache_adopt(b, new_size);
+        if (got) {
+            dirty = end + got;
+            if (new_size <= hpb_committed(&b->m)) {
+                uint64_t unit = hugetlb ? b->m.page_size : hp_os_page_size();
+                b->m.len = (new_size + unit - 1) / unit * unit;
+                rc = HP_OK;
+            }
+        }
+    }
+    if (rc != HP_OK)
+        rc = remap_with(b, new_size, flags);
+    /* A dry pool may be dry because the cache holds its pages. */
+    if (rc == HP_ENOMEM && hugetlb && hp_cache_flush(b->backend, b->m.page_size) > 0)
+        rc = remap_with(b, new_size, flags);
+    if (rc != HP_OK)
+        return rc;
+    uint64_t zero_end = dirty < b->m.len ? dirty : b->m.len;
+    if (!(flags & HP_F_NOZERO) && zero_end > old_len)
+        hp_zero_reused((char *)b->m.addr + old_len, zero_end - old_len, hugetlb);
+    if (advise(b, flags) != HP_OK)
+        hp_log("%s: populate/collapse after growth failed; pages come from faults",
+               b->backend->name);
+    return HP_OK;
+}
+
+/* Must the block change backend for this resize? Yes when flags ask for
+ * another page size, when HP_F_REQUIRE_HUGE meets a base-page block, and
+ * when a small base-page block grows to a size the selection policy serves
+ * with huge pages ("promotion": one copy of at most one huge page). A block
+ * whose backend was named (opts->backend) is not promoted. */
+static int needs_move(struct hp_core *c, const struct hp_block *b, uint64_t new_size,
+                      uint64_t flags)
+{
+    uint64_t base = hp_os_page_size(), wanted = hp_flags_page_size(flags);
+    if (wanted && wanted != b->m.page_size)
+        return 1;
+    if ((flags & HP_F_REQUIRE_HUGE) && b->m.page_size <= base)
+        return 1;
+    if (b->pinned || b->m.page_size > base || new_size <= b->m.len)
+        return 0;
+    struct request r = {.len = new_size, .flags = flags};
+    struct hp_candidate cand[HP_SELECT_MAX];
+    unsigned n = candidates(c, &r, cand, 1);
+    return n > 0 && cand[0].page_size > base && b->m.len <= cand[0].page_size;
 }
 
 HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
@@ -311,13 +506,17 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     }
     if (check_size(new_size) != HP_OK || check_flags(flags) != HP_OK)
         return NULL;
+    struct hp_core *c = ready_core();
+    if (!c)
+        return NULL;
     int32_t code;
     struct hp_block *b = hp_registry_take(p, 0, &code);
     if (!b) {
         pointer_error(code, p, "hp_realloc");
         return NULL;
     }
-    if (try_remap(b, new_size, flags) == HP_OK) {
+    int32_t rc = needs_move(c, b, new_size, flags) ? HP_ENOTSUP : resize(b, new_size, flags);
+    if (rc == HP_OK) {
         b->flags = flags;
         b->requested_page_size = hp_flags_page_size(flags);
         if (hp_registry_insert(b) == HP_OK)
@@ -328,16 +527,35 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
         hp_fail(HP_ENOMEM, "hp_realloc: the block registry is out of memory");
         return NULL;
     }
-    /* Copy path: a new block, the contents, then the old block goes. */
-    struct hp_alloc_opts opts = HP_ALLOC_OPTS_INIT;
-    opts.flags = flags;
-    void *q = hp_alloc_ex(new_size, &opts);
+    /* The backend could not grow a huge-page block (its pool ran dry): the
+     * whole block moves to another backend, with the one copy libhp ever
+     * makes of a large block, unless the caller forbade leaving huge pages
+     * guaranteed by this backend. */
+    int stuck = rc == HP_ENOMEM && b->m.page_size > hp_os_page_size();
+    if (stuck && (flags & HP_F_REQUIRE_HUGE)) {
+        char why[200];
+        snprintf(why, sizeof(why), "%s", hp_last_error_detail());
+        hp_registry_insert(b);
+        hp_fail(HP_ENOHUGE, "hp_realloc(%p, %zu): backend %s cannot grow the block (%s) and "
+                "HP_F_REQUIRE_HUGE forbids moving it elsewhere; the block is unchanged",
+                p, new_size, b->backend->name, why);
+        return NULL;
+    }
+    if (stuck)
+        hp_backend_mark_stale(b->backend);
+    /* Copy path: a new block, the contents, then the old block goes. The
+     * new block is chosen by the flags alone, like any hp_alloc. */
+    struct request r = {.len = new_size, .flags = flags};
+    void *q = allocate(c, &r);
     if (!q) {
         hp_registry_insert(b);  /* p stays valid, as realloc promises */
         return NULL;
     }
     memcpy(q, b->m.addr, b->m.len < new_size ? b->m.len : new_size);
-    release(b);
+    if (stuck)
+        release(b);  /* its pool pages are wanted elsewhere, not cached */
+    else
+        retire(b);
     return q;
 }
 

@@ -12,6 +12,11 @@ struct hp_block {
     struct hp_mapping m;
     uint64_t flags;               /* HP_F_* given at allocation */
     uint64_t requested_page_size; /* from flags, 0 if none */
+    /* Which kernel VMA lineage the memory belongs to: set when a backend
+     * maps or moves it, inherited by ranges carved from it (lib/cache.h).
+     * Anonymous ranges of one lineage merge back into one VMA. */
+    uint64_t origin;
+    uint32_t pinned;              /* 1: opts->backend named the backend: no promotion */
 };
 
 #endif

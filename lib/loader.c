@@ -199,6 +199,23 @@ static void scan_dir(const char *dir)
     closedir(d);
 }
 
+/* A fork while another thread re-probes would leave that backend's
+ * caps_lock locked for ever in the child (its next allocation hangs);
+ * holding every one across fork prevents that. No caps_lock holder ever
+ * waits for another lock, so this cannot deadlock with the registry's
+ * handlers. */
+static void caps_lock_all(void)
+{
+    for (unsigned i = 0; i < core.n; i++)
+        pthread_mutex_lock(&core.backends[i].caps_lock);
+}
+
+static void caps_unlock_all(void)
+{
+    for (unsigned i = core.n; i-- > 0;)
+        pthread_mutex_unlock(&core.backends[i].caps_lock);
+}
+
 static void load_all(void)
 {
     const struct hp_options *o = hp_options();
@@ -230,6 +247,7 @@ static void load_all(void)
             }
         }
     }
+    pthread_atfork(caps_lock_all, caps_unlock_all, caps_unlock_all);
 }
 
 struct hp_core *hp_core(void)

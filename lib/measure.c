@@ -16,7 +16,8 @@
 struct smaps_walk {
     uintptr_t lo, hi;       /* range measured */
     int inside;             /* current mapping lies wholly in [lo, hi) */
-    int64_t bytes;
+    uint64_t room;          /* bytes the current mapping may still add */
+    uint64_t bytes;
 };
 
 static int smaps_line(const char *line, void *ctx)
@@ -25,7 +26,8 @@ static int smaps_line(const char *line, void *ctx)
     uintptr_t start, end;
     char tail;
     if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR "%c", &start, &end, &tail) == 3 && tail == ' ') {
-        w->inside = start >= w->lo && end <= w->hi;
+        w->inside = start >= w->lo && end <= w->hi && start < end;
+        w->room = w->inside ? end - start : 0;
         return 0;
     }
     if (!w->inside)
@@ -34,17 +36,25 @@ static int smaps_line(const char *line, void *ctx)
     for (size_t i = 0; i < sizeof(fields) / sizeof(*fields); i++) {
         size_t n = strlen(fields[i]);
         unsigned long long kb;
-        if (!strncmp(line, fields[i], n) && sscanf(line + n, "%llu", &kb) == 1)
-            w->bytes += (int64_t)kb * 1024;
+        if (strncmp(line, fields[i], n) || sscanf(line + n, "%llu", &kb) != 1)
+            continue;
+        /* A garbled or lying smaps (a test root, a hostile container) must
+         * not give a mapping more huge bytes than its size, nor overflow. */
+        uint64_t add = kb > w->room / 1024 ? w->room : (uint64_t)kb * 1024;
+        w->room -= add;
+        w->bytes += add;
     }
     return 0;
 }
 
 int64_t hp_measure_smaps_huge_bytes(const void *addr, size_t len)
 {
-    struct smaps_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, 0, 0};
+    struct smaps_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, 0, 0, 0};
     int rc = hp_os_each_line("/proc/self/smaps", smaps_line, &w);
-    return rc < 0 ? rc : w.bytes;
+    if (rc < 0)
+        return rc;
+    /* Overlapping lines (again: a lying file) cannot add up past len. */
+    return (int64_t)(w.bytes < len ? w.bytes : len);
 }
 
 /* Count pages in [first, first+n) of physically contiguous PFNs that belong

@@ -1,10 +1,12 @@
 #include "options.h"
 #include "hp/errors.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #ifndef HP_BACKEND_DIR
 #error "HP_BACKEND_DIR must be defined by the build"
@@ -144,6 +146,57 @@ static int parse_backends(const char *name, const char *v, struct hp_options *o)
     return 0;
 }
 
+/* "0", "512M", "1G", "1073741824": bytes, with an optional binary suffix. */
+static int parse_bytes(const char *v, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (v[0] < '0' || v[0] > '9')
+        return -1;
+    unsigned long long n = strtoull(v, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (errno || *end || n > (max >> shift))
+        return -1;
+    *out = (uint64_t)n << shift;
+    return 0;
+}
+
+static int parse_cache_max(const char *name, const char *v, struct hp_options *o)
+{
+    if (parse_bytes(v, UINT64_C(1) << 46, &o->cache_max) != 0)
+        return bad_value(o, name, v, "bytes up to 64T with an optional K, M, G or T suffix; 0 "
+                         "disables the cache");
+    return 0;
+}
+
+static int parse_cache_idle(const char *name, const char *v, struct hp_options *o)
+{
+    char *end;
+    errno = 0;
+    unsigned long long ms = strtoull(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || errno || *end || ms > 86400000ull)
+        return bad_value(o, name, v, "milliseconds from 0 (never idle-release) to 86400000");
+    o->cache_idle_ms = ms;
+    return 0;
+}
+
+/* The cache keeps at most 1 GiB, and at most an eighth of the RAM. */
+static uint64_t default_cache_max(void)
+{
+    uint64_t max = UINT64_C(1) << 30;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 8 < max)
+        max = (uint64_t)pages * (uint64_t)page / 8;
+    return max;
+}
+
 static const struct option_def defs[] = {
     {"HP_DEBUG", parse_debug, "0/1", "log loader decisions and errors to stderr"},
     {"HP_BACKEND_PATH", parse_backend_path, "absolute dir",
@@ -152,16 +205,30 @@ static const struct option_def defs[] = {
      "backends to use, in order (\"thp-madvise,fallback\"); \"-name\" excludes one"},
     {"HP_SYSFS_ROOT", parse_sysfs_root, "absolute dir",
      "read /proc and /sys below this directory (tests only)"},
+    {"HP_CACHE_MAX", parse_cache_max, "bytes",
+     "freed huge-page memory kept for reuse (K/M/G suffix; 0 disables; default 1G, at most "
+     "RAM/8)"},
+    {"HP_CACHE_IDLE_MS", parse_cache_idle, "ms",
+     "cached memory idle this long goes back to the kernel (default 10000; 0 = only the "
+     "limit)"},
 };
+
+void hp_options_parse_into(struct hp_options *o, char *(*get)(const char *name))
+{
+    memset(o, 0, sizeof(*o));
+    o->backend_path = HP_BACKEND_DIR;
+    o->cache_max = default_cache_max();
+    o->cache_idle_ms = 10000;
+    for (size_t i = 0; i < sizeof(defs) / sizeof(*defs); i++) {
+        const char *v = get(defs[i].name);
+        if (v && defs[i].parse(defs[i].name, v, o) != 0)
+            return;  /* the first bad value is the one reported */
+    }
+}
 
 static void parse_all(void)
 {
-    opts.backend_path = HP_BACKEND_DIR;
-    for (size_t i = 0; i < sizeof(defs) / sizeof(*defs); i++) {
-        const char *v = secure_getenv(defs[i].name);
-        if (v && defs[i].parse(defs[i].name, v, &opts) != 0)
-            return;  /* the first bad value is the one reported */
-    }
+    hp_options_parse_into(&opts, secure_getenv);
 }
 
 const struct hp_options *hp_options(void)

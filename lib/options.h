@@ -20,11 +20,18 @@ struct hp_options {
     unsigned n_only, n_never;
     char only[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
     char never[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
+    /* The cache of freed huge-page ranges (lib/cache.h). */
+    uint64_t cache_max;                 /* HP_CACHE_MAX: bytes kept, 0 = no cache */
+    uint64_t cache_idle_ms;             /* HP_CACHE_IDLE_MS: 0 = no idle release */
     int32_t error;                      /* HP_OK or HP_EENV */
     char error_detail[320];
 };
 
 const struct hp_options *hp_options(void);
+
+/* Parse every variable into *o from get (secure_getenv for the process;
+ * the fuzzers pass their own). o keeps pointers into get's strings. */
+void hp_options_parse_into(struct hp_options *o, char *(*get)(const char *name));
 
 /* Write every variable, its value and its help text (hpctl env). */
 void hp_options_dump(FILE *out);

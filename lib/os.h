@@ -19,6 +19,7 @@ enum hp_os_op {
     HP_OS_ADVISE,
     HP_OS_PROTECT,
     HP_OS_READ,
+    HP_OS_RESIDENT,
     HP_OS_NOPS
 };
 
@@ -36,6 +37,12 @@ int hp_os_protect(void *addr, size_t len, int prot);
  * -ENOMEM (msync with MS_ASYNC validates the range and does no I/O for
  * anonymous memory). Used to refuse a wild pointer from a broken plugin. */
 int hp_os_check_mapped(void *addr, size_t len);
+
+/* mincore: vec[i] bit 0 says whether base page i of [addr, addr+len) is
+ * resident now (vec holds len / base page bytes). A swapped-out page reads
+ * as not resident, so "not resident" does not mean "reads as zero".
+ * addr must be base-page aligned. */
+int hp_os_resident(void *addr, size_t len, unsigned char *vec);
 
 /* Read a whole small file into buf, NUL-terminated, truncated to cap - 1.
  * path is absolute; under HP_SYSFS_ROOT (test root) /proc and /sys paths are

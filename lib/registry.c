@@ -118,18 +118,11 @@ int32_t hp_registry_insert(struct hp_block *b)
 }
 
 /* Classify a pointer that is not the start of a live block. Interior
- * pointers need a scan of every shard; this is the error path only. */
+ * pointers need a scan of every shard; this is the error path only. The
+ * live blocks are asked first: a freed address that a newer, larger block
+ * now covers is inside that block, and says so. */
 static int32_t classify_miss(const void *p)
 {
-    struct shard *own = shard_of(p);
-    pthread_mutex_lock(&own->lock);
-    for (unsigned i = 0; i < FREED_RING; i++) {
-        if (own->freed[i] == p) {
-            pthread_mutex_unlock(&own->lock);
-            return HP_EDOUBLEFREE;
-        }
-    }
-    pthread_mutex_unlock(&own->lock);
     uintptr_t a = (uintptr_t)p;
     for (int i = 0; i < NSHARDS; i++) {
         struct shard *s = &shards[i];
@@ -145,7 +138,14 @@ static int32_t classify_miss(const void *p)
         }
         pthread_mutex_unlock(&s->lock);
     }
-    return HP_EFOREIGN;
+    struct shard *own = shard_of(p);
+    int32_t code = HP_EFOREIGN;
+    pthread_mutex_lock(&own->lock);
+    for (unsigned i = 0; i < FREED_RING; i++)
+        if (own->freed[i] == p)
+            code = HP_EDOUBLEFREE;
+    pthread_mutex_unlock(&own->lock);
+    return code;
 }
 
 static struct hp_block **find(struct shard *s, const void *p)

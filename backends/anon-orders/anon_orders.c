@@ -126,6 +126,14 @@ static int orders_unmap(const struct hp_mapping *m)
     return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
 }
 
+/* Growth commits reserved headroom or moves to an aligned destination, so
+ * huge pages keep their mappings (backend_util.h). */
+static int orders_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+{
+    (void)flags;
+    return hpb_remap_anon(host, m, new_len, m->page_size);
+}
+
 static int orders_advise(const struct hp_mapping *m, uint64_t flags)
 {
     return (flags & HP_F_POPULATE) ? hpb_populate(host, m->addr, m->len) : HP_OK;
@@ -140,6 +148,7 @@ static const struct hp_backend_ops orders_ops = {
     .probe = orders_probe,
     .map = orders_map,
     .unmap = orders_unmap,
+    .remap = orders_remap,
     .advise = orders_advise,
 };
 

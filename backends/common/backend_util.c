@@ -25,14 +25,13 @@ void hpb_reason(struct hp_backend_caps *caps, const char *fmt, ...)
     va_end(ap);
 }
 
-int hpb_map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, int extra_flags,
-                    void **out)
+static int map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, int prot, int flags,
+                       void **out)
 {
     uint64_t base = h->base_page_size;
     uint64_t slack = align > base ? align - base : 0;
     void *raw;
-    int rc = h->os_map(NULL, len + slack, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0, &raw);
+    int rc = h->os_map(NULL, len + slack, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0, &raw);
     if (rc < 0)
         return hpb_fail(h, HP_ENOMEM, "mmap of %llu bytes failed: %s",
                         (unsigned long long)(len + slack), strerror(-rc));
@@ -45,6 +44,112 @@ int hpb_map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, int e
         h->os_unmap((void *)(aligned + len), tail);
     *out = (void *)aligned;
     return HP_OK;
+}
+
+int hpb_map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, int extra_flags,
+                    void **out)
+{
+    return map_aligned(h, len, align, PROT_READ | PROT_WRITE, extra_flags, out);
+}
+
+int hpb_reserve(const struct hp_host *h, uint64_t len, uint64_t align, void **out)
+{
+    return map_aligned(h, len, align, PROT_NONE, MAP_NORESERVE, out);
+}
+
+uint64_t hpb_headroom(uint64_t extent, uint64_t align)
+{
+    const uint64_t limit = UINT64_C(1) << 46;
+    return extent >= limit / 4 ? extent : hpb_round_up(extent * 4, align);
+}
+
+static int shrink_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t len,
+                       uint64_t extent)
+{
+    if (extent < m->map_len) {
+        uint64_t committed = hpb_committed(m);
+        int rc = h->os_unmap((char *)m->map_addr + extent, m->map_len - extent);
+        if (rc < 0)
+            return hpb_fail(h, HP_ENOMEM, "munmap of the %llu tail bytes failed: %s",
+                            (unsigned long long)(m->map_len - extent), strerror(-rc));
+        m->map_len = extent;
+        hpb_set_committed(m, committed < extent ? committed : extent);
+    }
+    m->len = len;
+    return HP_OK;
+}
+
+/* Move the committed part to a new reservation of cap bytes and commit it up
+ * to extent. mremap with growth and MREMAP_FIXED does both at once; the part
+ * past extent is then closed again. The headroom stays one VMA with the block
+ * (same anon_vma and page offsets), so committing it later merges back. */
+static int move_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t len,
+                     uint64_t extent, uint64_t align)
+{
+    uint64_t committed = hpb_committed(m);
+    uint64_t caps[2] = {hpb_headroom(extent, align), extent};
+    int rc = -ENOMEM;
+    for (int i = 0; i < 2; i++) {
+        uint64_t cap = caps[i];
+        if (i == 1 && cap == caps[0])
+            break;
+        void *dst, *p;
+        if (hpb_reserve(h, cap, align, &dst) != HP_OK)
+            continue;
+        /* A large cap can fail the commit charge of the growth (overcommit
+         * heuristics), hence the second try with no headroom. */
+        rc = h->os_remap(m->map_addr, committed, cap, MREMAP_MAYMOVE | MREMAP_FIXED, dst, &p);
+        if (rc < 0) {
+            h->os_unmap(dst, cap);
+            continue;
+        }
+        uint64_t now = cap;
+        if (cap > extent &&
+            h->os_protect((char *)dst + extent, cap - extent, PROT_NONE) == 0)
+            now = extent;
+        if (m->map_len > committed)
+            h->os_unmap((char *)m->map_addr + committed, m->map_len - committed);
+        m->addr = m->map_addr = dst;
+        m->len = len;
+        m->map_len = cap;
+        hpb_set_committed(m, now);
+        return HP_OK;
+    }
+    return hpb_fail(h, HP_ENOMEM, "cannot move %llu bytes to grow them to %llu: %s",
+                    (unsigned long long)committed, (unsigned long long)extent, strerror(-rc));
+}
+
+int hpb_remap_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t new_len,
+                   uint64_t align)
+{
+    uint64_t base = h->base_page_size;
+    if (m->addr != m->map_addr || align < base)
+        return hpb_fail(h, HP_ENOTSUP, "mapping not in the layout remap expects");
+    uint64_t len = hpb_round_up(new_len, base), extent = hpb_round_up(len, align);
+    uint64_t committed = hpb_committed(m);
+    if (len <= m->len)
+        return shrink_anon(h, m, len, extent);
+    if (extent <= m->map_len) {
+        if (extent > committed) {
+            int rc = h->os_protect((char *)m->map_addr + committed, extent - committed,
+                                   PROT_READ | PROT_WRITE);
+            if (rc < 0)
+                return hpb_fail(h, HP_ENOMEM, "mprotect of %llu reserved bytes failed: %s",
+                                (unsigned long long)(extent - committed), strerror(-rc));
+            hpb_set_committed(m, extent);
+        }
+        m->len = len;
+        return HP_OK;
+    }
+    void *p;
+    if (committed == m->map_len &&
+        h->os_remap(m->map_addr, committed, extent, 0, NULL, &p) == 0) {
+        m->len = len;
+        m->map_len = extent;
+        m->cookie = 0;
+        return HP_OK;
+    }
+    return move_anon(h, m, len, extent, align);
 }
 
 int hpb_populate(const struct hp_host *h, void *addr, uint64_t len)

@@ -27,6 +27,46 @@ static inline uint64_t hpb_round_up(uint64_t v, uint64_t align)
 int hpb_map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, int extra_flags,
                     void **out);
 
+/*
+ * The mapping layout of libhp's own backends, which the core's cache of freed
+ * ranges (lib/cache.h) relies on to carve and merge them:
+ *   - addr == map_addr, aligned to page_size;
+ *   - [map_addr, map_addr + committed) is usable memory (read-write; for
+ *     hugetlbfs, pool pages); committed >= len;
+ *   - [map_addr + committed, map_addr + map_len) is PROT_NONE address space
+ *     reserved for growth in place;
+ *   - committed is the cookie, or map_len when the cookie is 0;
+ *   - unmap is munmap(map_addr, map_len), so every page-aligned piece of a
+ *     mapping is itself a mapping the backend can unmap.
+ */
+static inline uint64_t hpb_committed(const struct hp_mapping *m)
+{
+    return m->cookie ? m->cookie : m->map_len;
+}
+
+static inline void hpb_set_committed(struct hp_mapping *m, uint64_t committed)
+{
+    m->cookie = committed >= m->map_len ? 0 : committed;
+}
+
+/* Reserve len bytes of PROT_NONE address space (no memory, no commit charge)
+ * aligned to align. Returns HP_OK or HP_ENOMEM (detail set). */
+int hpb_reserve(const struct hp_host *h, uint64_t len, uint64_t align, void **out);
+
+/* Address space to reserve when a block of extent bytes must move: room to
+ * grow 4x in place, so geometric growth moves O(log) times. */
+uint64_t hpb_headroom(uint64_t extent, uint64_t align);
+
+/* The remap op for anonymous memory (THP, mTHP) in the layout above. Growth
+ * commits reserved headroom (mprotect), else extends the mapping in place
+ * (mremap without MAYMOVE), else moves it with MREMAP_FIXED to a reservation
+ * aligned to align, so huge pages keep their PMD (or folio) mappings. The
+ * committed end is rounded up to align so no huge page straddles it. Shrink
+ * unmaps whole align-sized pages past the new end, without moving. On failure
+ * m and the memory are unchanged. */
+int hpb_remap_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t new_len,
+                   uint64_t align);
+
 /* Fault in [addr, addr+len) for writing. Uses MADV_POPULATE_WRITE, which
  * reports failure instead of raising SIGBUS (Linux 5.14). Returns HP_OK or
  * HP_ENOMEM. Kernels without it get the pages touched one by one. */

@@ -213,6 +213,141 @@ static int hugetlb_unmap(const struct hp_mapping *m)
     return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
 }
 
+/* Map pool pages at exactly `at` (MAP_FIXED over our own reservation, or
+ * MAP_FIXED_NOREPLACE past the end of a mapping). Returns 0 or -errno:
+ * -ENOMEM when the pool cannot reserve them, -EEXIST when the address space
+ * is taken. */
+static int map_pages_at(char *at, uint64_t len, uint64_t ps, int fixed)
+{
+    int shift = __builtin_ctzll(ps);
+    void *p;
+    int rc = host->os_map(at, len, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT) |
+                              fixed, -1, 0, &p);
+    if (rc < 0)
+        return rc;
+    if (p != at) {  /* a kernel before 4.17 took NOREPLACE as a hint */
+        host->os_unmap(p, len);
+        return -EEXIST;
+    }
+    if (cgroup_room(ps) != UINT64_MAX && hpb_populate(host, at, len) != HP_OK) {
+        /* Give the pages back but keep the address space ours. */
+        if (fixed == MAP_FIXED)
+            host->os_map(at, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                         -1, 0, &p);
+        else
+            host->os_unmap(at, len);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int pool_dry(uint64_t ps, uint64_t len, int rc)
+{
+    return hpb_fail(host, HP_ENOMEM, "hugetlb pool of %llu KiB pages cannot add %llu pages: %s",
+                    (unsigned long long)(ps >> 10), (unsigned long long)(len / ps),
+                    strerror(-rc));
+}
+
+/* Address space to reserve when a block moves: the whole pool (every page
+ * it could ever get), so a block grows in place until the pool runs dry. */
+static uint64_t move_headroom(uint64_t extent, uint64_t ps)
+{
+    struct pool pool;
+    uint64_t cap = hpb_headroom(extent, ps);
+    if (read_pool(ps, &pool) == 0 && pool.total + pool.overcommit < (UINT64_C(1) << 46) / ps) {
+        uint64_t all = (pool.total + pool.overcommit) * ps;
+        if (all > cap)
+            cap = all;
+    }
+    return cap;
+}
+
+/* hugetlb mappings cannot be expanded by mremap (EINVAL), but may be moved
+ * whole. So the new pages come first, mapped into a fresh reservation just
+ * past where the old ones will land; then the old pages move in front of
+ * them with MREMAP_FIXED. Pool exhaustion fails the first step, before
+ * anything moved. Since Linux 6.17 the move may span several of our VMAs
+ * (earlier growth pieces); older kernels refuse that (EFAULT). */
+static int move_grow(struct hp_mapping *m, uint64_t extent)
+{
+    uint64_t ps = m->page_size, committed = hpb_committed(m);
+    uint64_t caps[2] = {move_headroom(extent, ps), extent};
+    int rc = -ENOMEM;
+    for (int i = 0; i < 2; i++) {
+        uint64_t cap = caps[i];
+        if (i == 1 && cap == caps[0])
+            break;
+        void *dst, *p;
+        if (hpb_reserve(host, cap, ps, &dst) != HP_OK)
+            continue;
+        rc = map_pages_at((char *)dst + committed, extent - committed, ps, MAP_FIXED);
+        if (rc < 0) {
+            host->os_unmap(dst, cap);
+            return pool_dry(ps, extent - committed, rc);
+        }
+        rc = host->os_remap(m->map_addr, committed, committed, MREMAP_MAYMOVE | MREMAP_FIXED, dst,
+                            &p);
+        if (rc < 0) {
+            host->os_unmap(dst, cap);
+            return hpb_fail(host, HP_ENOMEM, "cannot move the block's %llu bytes: %s",
+                            (unsigned long long)committed, strerror(-rc));
+        }
+        if (m->map_len > committed)
+            host->os_unmap((char *)m->map_addr + committed, m->map_len - committed);
+        m->addr = m->map_addr = dst;
+        m->len = extent;
+        m->map_len = cap;
+        hpb_set_committed(m, extent);
+        return HP_OK;
+    }
+    return hpb_fail(host, HP_ENOMEM, "cannot reserve address space to grow to %llu bytes",
+                    (unsigned long long)extent);
+}
+
+/* Layout of backend_util.h: pool pages up to the committed end, PROT_NONE
+ * reservation after it. Growth maps pool pages into the reservation, else
+ * right after the mapping, else moves (move_grow). Shrink unmaps whole pages
+ * past the new end: they go back to the pool at once. */
+static int hugetlb_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+{
+    (void)flags;
+    uint64_t ps = m->page_size, extent = hpb_round_up(new_len, ps), committed = hpb_committed(m);
+    char *start = m->map_addr;
+    if (m->addr != m->map_addr)
+        return hpb_fail(host, HP_ENOTSUP, "mapping not in the layout remap expects");
+    if (extent <= committed) {
+        if (extent < m->map_len) {
+            int rc = host->os_unmap(start + extent, m->map_len - extent);
+            if (rc < 0)
+                return hpb_fail(host, HP_ENOMEM, "munmap of the tail failed: %s", strerror(-rc));
+            m->map_len = extent;
+            m->cookie = 0;
+        }
+        m->len = extent;
+        return HP_OK;
+    }
+    if (extent <= m->map_len) {
+        int rc = map_pages_at(start + committed, extent - committed, ps, MAP_FIXED);
+        if (rc < 0)
+            return pool_dry(ps, extent - committed, rc);
+        hpb_set_committed(m, extent);
+        m->len = extent;
+        return HP_OK;
+    }
+    if (committed == m->map_len) {
+        int rc = map_pages_at(start + committed, extent - committed, ps, MAP_FIXED_NOREPLACE);
+        if (rc == 0) {
+            m->len = m->map_len = extent;
+            m->cookie = 0;
+            return HP_OK;
+        }
+        if (rc != -EEXIST)
+            return pool_dry(ps, extent - committed, rc);
+    }
+    return move_grow(m, extent);
+}
+
 static int hugetlb_advise(const struct hp_mapping *m, uint64_t flags)
 {
     return (flags & HP_F_POPULATE) ? hpb_populate(host, m->addr, m->len) : HP_OK;
@@ -227,6 +362,7 @@ static const struct hp_backend_ops hugetlb_ops = {
     .probe = hugetlb_probe,
     .map = hugetlb_map,
     .unmap = hugetlb_unmap,
+    .remap = hugetlb_remap,
     .advise = hugetlb_advise,
 };
 

@@ -125,6 +125,14 @@ static int thp_unmap(const struct hp_mapping *m)
     return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
 }
 
+/* Growth commits reserved headroom or moves to an aligned destination, so
+ * huge pages keep their mappings (backend_util.h). */
+static int thp_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+{
+    (void)flags;
+    return hpb_remap_anon(host, m, new_len, m->page_size);
+}
+
 static int thp_advise(const struct hp_mapping *m, uint64_t flags)
 {
     return thp_apply(m->addr, m->len, m->page_size, flags);
@@ -139,6 +147,7 @@ static const struct hp_backend_ops thp_ops = {
     .probe = thp_probe,
     .map = thp_map,
     .unmap = thp_unmap,
+    .remap = thp_remap,
     .advise = thp_advise,
 };
 

@@ -58,7 +58,11 @@ HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts);
 
 /* Free a block. Returns HP_OK, or HP_EFOREIGN (not a libhp block),
  * HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already). NULL is a
- * no-op returning HP_OK. A failed free never touches memory. Thread-safe. */
+ * no-op returning HP_OK. A failed free never touches memory. The memory of
+ * a huge-page block may stay mapped in this process's cache of freed ranges
+ * for the next hp_alloc/hp_realloc to reuse (HP_CACHE_MAX bytes at most,
+ * released after HP_CACHE_IDLE_MS idle; README "Cache"); freeing it again is
+ * still HP_EDOUBLEFREE. Thread-safe. */
 HP_EXTERN(int32_t) hp_free(void *p);
 
 /* Resize a block to new_size bytes, preserving min(old, new) bytes of
@@ -66,7 +70,18 @@ HP_EXTERN(int32_t) hp_free(void *p);
  * hp_realloc(p, 0, f) frees p and returns NULL with hp_last_error() == HP_OK.
  * On failure, returns NULL and p is untouched and still valid.
  * flags apply to the resized block (page size, HP_F_REQUIRE_HUGE, ...).
- * Thread-safe, but one block must not be resized and freed concurrently. */
+ * Bytes past the old usable size read as zero unless flags has HP_F_NOZERO.
+ * Large blocks move page tables, never bytes: they grow in place (reserved
+ * headroom, or the cached range right after them) or move whole to an
+ * address aligned to their page size; shrinking releases the tail in place.
+ * Bytes are copied only (a) when a base-page block of at most one huge page
+ * grows to a size the selection serves with huge pages, unless its backend
+ * was named in hp_alloc_opts; (b) when flags ask for another page size, or
+ * HP_F_REQUIRE_HUGE for a base-page block; (c) when the block's backend
+ * cannot grow it (hugetlb pool exhausted): it moves to the backend the
+ * selection picks for new_size — with HP_F_REQUIRE_HUGE it fails with
+ * HP_ENOHUGE instead. Thread-safe, but one block must not be resized and
+ * freed concurrently. */
 HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags);
 
 /* What a block really is. Set size = sizeof(struct hp_block_info) or start

@@ -262,6 +262,15 @@ static void hugetlb_whole_pool_then_one_more(void **state)
 
     release(all);
     EXPECT_POOL(2048, POOL, 0, "after hp_free");
+
+    /* The pool was last seen empty; a request naming hugetlbfs must look
+     * again rather than trust that stale figure. */
+    hp_reprobe();
+    all = must_alloc(POOL * KT_2M, "hugetlbfs", NULL, 0);
+    hp_reprobe();
+    release(all);
+    release(must_alloc(KT_2M, "hugetlbfs", NULL, 0));
+    EXPECT_POOL(2048, POOL, 0, "after the named request on a refilled pool");
 }
 
 static void hugetlb_pool_plus_one_block(void **state)

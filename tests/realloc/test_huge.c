@@ -1,0 +1,266 @@
+/*
+ * Growth keeps huge pages: a THP block keeps its PMD mappings
+ * (AnonHugePages) through 20 growths of odd sizes, because every move lands
+ * on a 2 MiB-aligned destination and every committed end is PMD-rounded; a
+ * hugetlb block stays hugetlb through 20 growths although mremap cannot
+ * expand hugetlb mappings; and when the pool runs dry mid-growth the block
+ * either moves whole to another backend (one copy) or, with
+ * HP_F_REQUIRE_HUGE, the call fails and the block is untouched. No mappings,
+ * pool pages or reservations are left behind.
+ */
+#include "rt.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define POOL_PAGES 64
+
+static long hugetlb_kb(const void *p, uint64_t len)
+{
+    /* Private 1 GiB mappings sometimes show as Shared_Hugetlb: sum both. */
+    return smaps_field_kb(p, len, "Private_Hugetlb") + smaps_field_kb(p, len, "Shared_Hugetlb");
+}
+
+static void thp_keeps_pmds_through_20_growths(void **state)
+{
+    (void)state;
+    if (!rt_available("thp-madvise"))
+        skip();
+    rt_cache(0, 0);
+    struct rt_snapshot before = rt_snap();
+    uint64_t rng = 2024, size = 4 * MIB;
+    unsigned char *p = rt_alloc("thp-madvise", size, 0);
+    RT_CHECK(p != NULL, "alloc");
+    memset(p, 1, size);
+    unsigned moved = 0;
+    for (int i = 0; i < 20; i++) {
+        uint64_t n = size + size * (5 + rt_rand(&rng) % 30) / 100 + rt_rand(&rng) % 4096;
+        unsigned char *q = hp_realloc(p, n, 0);
+        RT_CHECK(q != NULL, "growth %d to %llu", i, (unsigned long long)n);
+        RT_CHECK((uintptr_t)q % (2 * MIB) == 0, "growth %d: %p is not 2 MiB aligned", i,
+                 (void *)q);
+        RT_CHECK(q[0] == 1 && q[size - 1] == 1, "growth %d lost contents", i);
+        moved += q != p;
+        memset(q + size, 1, n - size);
+        p = q;
+        size = n;
+    }
+    long ahp = smaps_field_kb(p, size, "AnonHugePages");
+    long want = (long)((size & ~(2 * MIB - 1)) >> 10);
+    struct hp_block_info info = rt_info(p);
+    print_message("# 20 growths to %llu MiB (%u moves): AnonHugePages %ld kB of %ld kB "
+                  "possible, hp_info huge_bytes %llu kB\n",
+                  (unsigned long long)(size >> 20), moved, ahp, want,
+                  (unsigned long long)(info.huge_bytes >> 10));
+    /* At most the first block's last PMD (faulted before it could be whole)
+     * may be small pages. */
+    RT_CHECK(ahp >= want - 2048, "AnonHugePages %ld kB, expected about %ld kB", ahp, want);
+    RT_CHECK(info.huge_bytes >= (uint64_t)(want - 2048) * 1024, "huge_bytes %llu",
+             (unsigned long long)info.huge_bytes);
+    RT_CHECK(hp_free(p) == HP_OK, "free");
+    rt_expect_clean(before, "thp growths");
+}
+
+static void hugetlb_stays_hugetlb_through_20_growths(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs"))
+        skip();
+    rt_cache(0, 0);
+    struct rt_snapshot before = rt_snap();
+    uint64_t rng = 7, size = 2 * MIB;
+    unsigned char *p = rt_alloc("hugetlbfs", size, 0);
+    RT_CHECK(p != NULL, "alloc");
+    rt_stamp(p, 0, size, 5);
+    unsigned moved = 0;
+    for (int i = 0; i < 20; i++) {
+        uint64_t n = size + MIB + rt_rand(&rng) % (4 * MIB);
+        unsigned char *q = hp_realloc(p, n, HP_F_REQUIRE_HUGE);
+        RT_CHECK(q != NULL, "growth %d to %llu", i, (unsigned long long)n);
+        RT_CHECK(rt_check(q, size, 5) == 0, "growth %d lost contents", i);
+        struct hp_block_info info = rt_info(q);
+        RT_CHECK(!strcmp(info.backend, "hugetlbfs") && info.usable_size % (2 * MIB) == 0,
+                 "growth %d: %s, %llu bytes", i, info.backend,
+                 (unsigned long long)info.usable_size);
+        moved += q != p;
+        rt_stamp(q, size, n, 5);
+        p = q;
+        size = n;
+    }
+    uint64_t usable = rt_info(p).usable_size;
+    long kb = hugetlb_kb(p, usable);
+    print_message("# 20 growths to %llu MiB (%u moves): %ld kB of hugetlb\n",
+                  (unsigned long long)(size >> 20), moved, kb);
+    RT_CHECK(kb == (long)(usable >> 10), "hugetlb %ld kB, usable %llu", kb,
+             (unsigned long long)usable);
+    RT_CHECK(smaps_kernel_page_kb(p) == 2048, "kernel page size");
+    RT_CHECK(hp_free(p) == HP_OK, "free");
+    rt_expect_clean(before, "hugetlb growths");
+}
+
+/* Fill the pool to `left` free pages with a hugetlb block of our own. */
+static void *hog_pool(long left)
+{
+    long free_now = pool_get(2048, "free_hugepages") - pool_get(2048, "resv_hugepages");
+    if (free_now <= left)
+        return NULL;
+    void *h = rt_alloc("hugetlbfs", (uint64_t)(free_now - left) * 2 * MIB, 0);
+    RT_CHECK(h != NULL, "hog of %ld pages", free_now - left);
+    return h;
+}
+
+static void pool_dry_mid_growth_moves_the_block(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs") || !rt_available("thp-madvise"))
+        skip();
+    rt_cache(256 * MIB, 0);
+    struct rt_snapshot before = rt_snap();
+    unsigned char *p = rt_alloc("hugetlbfs", 8 * MIB, 0);
+    RT_CHECK(p != NULL, "alloc");
+    rt_stamp(p, 0, 8 * MIB, 9);
+    void *hog = hog_pool(4);
+    p = hp_realloc(p, 12 * MIB, 0);
+    RT_CHECK(p && !strcmp(rt_info(p).backend, "hugetlbfs"), "12 MiB still hugetlb");
+    rt_stamp(p, 8 * MIB, 12 * MIB, 9);
+    /* 20 MiB needs 4 more pages; the pool has 2 left. */
+    unsigned char *q = hp_realloc(p, 20 * MIB, 0);
+    RT_CHECK(q != NULL, "growth past the pool");
+    struct hp_block_info info = rt_info(q);
+    RT_CHECK(strcmp(info.backend, "hugetlbfs") && info.usable_size >= 20 * MIB,
+             "moved whole to %s", info.backend);
+    RT_CHECK(rt_check(q, 12 * MIB, 9) == 0 && rt_nonzero(q, 12 * MIB, 20 * MIB, 1) == 0,
+             "contents copied once, tail zero");
+    struct hp_cache_stats st;
+    hp_cache_get_stats(&st);
+    RT_CHECK(hugetlb_kb(q, 20 * MIB) == 0, "no hugetlb left in the block");
+    RT_CHECK(hp_free(q) == HP_OK && (!hog || hp_free(hog) == HP_OK), "free");
+    rt_expect_clean(before, "dry pool, moved");
+}
+
+static void pool_dry_with_require_huge_fails_cleanly(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs"))
+        skip();
+    rt_cache(256 * MIB, 0);
+    struct rt_snapshot before = rt_snap();
+    unsigned char *p = rt_alloc("hugetlbfs", 8 * MIB, HP_F_REQUIRE_HUGE);
+    RT_CHECK(p != NULL, "alloc");
+    rt_stamp(p, 0, 8 * MIB, 10);
+    void *hog = hog_pool(2);
+    long free0 = pool_get(2048, "free_hugepages"), rsvd0 = pool_get(2048, "resv_hugepages");
+    long maps0 = maps_count();
+    RT_CHECK(hp_realloc(p, 20 * MIB, HP_F_REQUIRE_HUGE) == NULL, "growth past the pool fails");
+    RT_CHECK(hp_last_error() == HP_ENOHUGE, "HP_ENOHUGE");
+    RT_CHECK(strstr(hp_last_error_detail(), "hugetlbfs") != NULL, "detail names the backend: %s",
+             hp_last_error_detail());
+    RT_CHECK(pool_get(2048, "free_hugepages") == free0 &&
+             pool_get(2048, "resv_hugepages") == rsvd0 && maps_count() == maps0,
+             "the failed call took no pages, reservations or mappings");
+    struct hp_block_info info = rt_info(p);
+    RT_CHECK(!strcmp(info.backend, "hugetlbfs") && info.usable_size == 8 * MIB,
+             "block unchanged: %s %llu", info.backend, (unsigned long long)info.usable_size);
+    RT_CHECK(rt_check(p, 8 * MIB, 10) == 0, "contents intact");
+    /* What the pool can still give, it gives. */
+    unsigned char *q = hp_realloc(p, 12 * MIB, HP_F_REQUIRE_HUGE);
+    RT_CHECK(q && !strcmp(rt_info(q).backend, "hugetlbfs") && rt_check(q, 8 * MIB, 10) == 0,
+             "growth within the pool");
+    RT_CHECK(hp_free(q) == HP_OK && (!hog || hp_free(hog) == HP_OK), "free");
+    rt_expect_clean(before, "dry pool, require huge");
+}
+
+/* Pool pages held by the cache go back to the pool when a map or a growth
+ * needs them, and the selection counts them as free. */
+static void cached_pool_pages_come_back(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs"))
+        skip();
+    rt_cache(1024 * MIB, 0);
+    struct rt_snapshot before = rt_snap();
+    long avail = pool_get(2048, "free_hugepages") - pool_get(2048, "resv_hugepages");
+    RT_CHECK(avail >= 16, "%ld pool pages", avail);
+    /* Half the pool in two cached ranges of different lineage. */
+    void *a = rt_alloc("hugetlbfs", (uint64_t)avail / 4 * 2 * MIB, 0);
+    void *b = rt_alloc("hugetlbfs", (uint64_t)avail / 4 * 2 * MIB, 0);
+    memset(a, 1, 2 * MIB);
+    memset(b, 1, 2 * MIB);
+    RT_CHECK(hp_free(a) == HP_OK && hp_free(b) == HP_OK, "free");
+    struct hp_cache_stats st;
+    hp_cache_get_stats(&st);
+    RT_CHECK(st.bytes == (uint64_t)(avail / 4 * 2) * 2 * MIB, "cached %llu",
+             (unsigned long long)st.bytes);
+    /* The whole pool, without naming the backend: selection must still pick
+     * hugetlbfs (cached pages count as free), and the map gets them back. */
+    uint64_t all = (uint64_t)avail * 2 * MIB;
+    unsigned char *c = hp_alloc(all, HP_F_PAGE_2M | HP_F_REQUIRE_HUGE);
+    RT_CHECK(c != NULL, "whole pool in one block");
+    RT_CHECK(!strcmp(rt_info(c).backend, "hugetlbfs"), "whole pool from %s, not hugetlbfs",
+             rt_info(c).backend);
+    RT_CHECK(rt_nonzero(c, 0, all, 1) == 0, "zeroed");
+    hp_cache_get_stats(&st);
+    RT_CHECK(st.bytes == 0, "cache gave its pages back (%llu left)",
+             (unsigned long long)st.bytes);
+    RT_CHECK(hp_free(c) == HP_OK, "free");
+    rt_expect_clean(before, "cached pool pages");
+}
+
+/* A forked child must not reuse cached hugetlb pages (copy-on-write with
+ * no reservation of its own): it drops them, and its allocations map fresh,
+ * reserved pages; the parent's cache is untouched. */
+static void fork_child_drops_cached_hugetlb(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs"))
+        skip();
+    rt_cache(256 * MIB, 0);
+    struct rt_snapshot before = rt_snap();
+    unsigned char *a = rt_alloc("hugetlbfs", 8 * MIB, 0);
+    memset(a, 0x33, 8 * MIB);
+    RT_CHECK(hp_free(a) == HP_OK, "free");
+    struct hp_cache_stats st;
+    hp_cache_get_stats(&st);
+    RT_CHECK(st.bytes == 8 * MIB, "cached");
+    fflush(NULL);
+    pid_t pid = fork();
+    RT_CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        struct hp_cache_stats cs, cs2;
+        hp_cache_get_stats(&cs);
+        unsigned char *c = rt_alloc("hugetlbfs", 8 * MIB, HP_F_NOZERO);
+        hp_cache_get_stats(&cs2);
+        /* Fresh pages (they may land at a's address, which the child freed). */
+        int ok = cs.bytes == 0 && c && cs2.hits == cs.hits && rt_nonzero(c, 0, 8 * MIB, 1) == 0;
+        if (c)
+            memset(c, 1, 8 * MIB);
+        _exit(ok && hp_free(c) == HP_OK ? 0 : 1);
+    }
+    int status = 0;
+    RT_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+             "child status %d", status);
+    hp_cache_get_stats(&st);
+    RT_CHECK(st.bytes == 8 * MIB, "parent's cache intact");
+    unsigned char *b = rt_alloc("hugetlbfs", 8 * MIB, HP_F_NOZERO);
+    RT_CHECK(b == a && b[0] == 0x33, "parent reuses its range");
+    RT_CHECK(hp_free(b) == HP_OK, "free");
+    rt_expect_clean(before, "fork hugetlb");
+}
+
+int main(void)
+{
+    if (!is_root() || pool_set(2048, POOL_PAGES) < 32) {
+        fprintf(stderr, "# no 2 MiB hugetlb pool here: hugetlb tests skip\n");
+        knob_lock();
+    }
+    hp_reprobe();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(thp_keeps_pmds_through_20_growths),
+        cmocka_unit_test(hugetlb_stays_hugetlb_through_20_growths),
+        cmocka_unit_test(pool_dry_mid_growth_moves_the_block),
+        cmocka_unit_test(pool_dry_with_require_huge_fails_cleanly),
+        cmocka_unit_test(cached_pool_pages_come_back),
+        cmocka_unit_test(fork_child_drops_cached_hugetlb),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
