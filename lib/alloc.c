@@ -273,22 +273,36 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
     return NULL;
 }
 
-static void release(struct hp_block *b)
+/* Unmap b and drop its record. If the kernel refuses (munmap can fail with
+ * ENOMEM when splitting would pass vm.max_map_count), the record is kept
+ * and the error returned, so the caller still owns a valid block. */
+static int32_t try_release(struct hp_block *b)
 {
     int rc = b->backend->ops->unmap(&b->m);
     if (rc != HP_OK)
-        hp_log("%s: unmap of %p failed (%s)", b->backend->name, b->m.addr, hp_error_name(rc));
+        return hp_fail(HP_EOS, "backend %s could not unmap %p (%s); the block is still valid",
+                       b->backend->name, b->m.addr, hp_error_name(rc));
     /* Pool pages came back: the next large request re-reads the figures. */
     if (b->backend->kind == HP_KIND_HUGETLB)
         hp_backend_mark_stale(b->backend);
     free(b);
+    return HP_OK;
+}
+
+/* Release a block nobody can use any more (a realloc source already
+ * copied, a failed set-up); a refused unmap can only be logged. */
+static void release(struct hp_block *b)
+{
+    if (try_release(b) != HP_OK) {
+        hp_log("%s", hp_last_error_detail());
+        free(b);
+    }
 }
 
 /* A freed block goes to the cache if it takes it, else back to the kernel. */
-static void retire(struct hp_block *b)
+static int32_t retire(struct hp_block *b)
 {
-    if (!hp_cache_put(b))
-        release(b);
+    return hp_cache_put(b) ? HP_OK : try_release(b);
 }
 
 static void *allocate(struct hp_core *c, const struct request *r)
@@ -402,8 +416,10 @@ HP_EXTERN(int32_t) hp_free(void *p)
     struct hp_block *b = hp_registry_take(p, 1, &code);
     if (!b)
         return pointer_error(code, p, "hp_free");
-    retire(b);
-    return HP_OK;
+    int32_t rc = retire(b);
+    if (rc != HP_OK)
+        hp_registry_insert(b);  /* still the caller's: a later hp_free may succeed */
+    return rc;
 }
 
 /* Resize through the backend's remap; HP_OK updates b->m (and the lineage,

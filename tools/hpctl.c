@@ -219,8 +219,10 @@ static int parse_size(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
+    if (s[0] < '0' || s[0] > '9')  /* strtoull would skip blanks and take a sign */
+        return -1;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
+    if (errno || end == s)
         return -1;
     unsigned shift = 0;
     switch (*end) {

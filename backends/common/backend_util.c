@@ -37,11 +37,17 @@ static int map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, in
                         (unsigned long long)(len + slack), strerror(-rc));
     uintptr_t start = (uintptr_t)raw, aligned = (start + align - 1) & ~(uintptr_t)(align - 1);
     uintptr_t head = aligned - start, tail = slack - head;
-    /* Trimming cannot fail for lack of memory: it only splits our own VMA. */
-    if (head)
-        h->os_unmap(raw, head);
-    if (tail)
-        h->os_unmap((void *)(aligned + len), tail);
+    /* A trim splits the mapping, which fails at vm.max_map_count; then the
+     * rest is one whole mapping again, and unmapping all of it needs no
+     * split. */
+    if (head && (rc = h->os_unmap(raw, head)) < 0) {
+        h->os_unmap(raw, len + slack);
+        return hpb_fail(h, HP_ENOMEM, "trimming the mapping to alignment failed: %s", strerror(-rc));
+    }
+    if (tail && (rc = h->os_unmap((void *)(aligned + len), tail)) < 0) {
+        h->os_unmap((void *)aligned, len + tail);
+        return hpb_fail(h, HP_ENOMEM, "trimming the mapping to alignment failed: %s", strerror(-rc));
+    }
     *out = (void *)aligned;
     return HP_OK;
 }
@@ -186,4 +192,15 @@ int hpb_read_mode(const struct hp_host *h, const char *path, char *mode, size_t 
         if (!strcmp(mode, known[i]))
             return 0;
     return -EINVAL;
+}
+
+int hpb_unmap(const struct hp_host *h, const struct hp_mapping *m)
+{
+    int rc = h->os_unmap(m->map_addr, m->map_len);
+    return rc == 0 ? HP_OK : hpb_fail(h, HP_EINVAL, "munmap failed: %s", strerror(-rc));
+}
+
+int hpb_advise_populate(const struct hp_host *h, const struct hp_mapping *m, uint64_t flags)
+{
+    return (flags & HP_F_POPULATE) ? hpb_populate(h, m->addr, m->len) : HP_OK;
 }

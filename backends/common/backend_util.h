@@ -72,6 +72,12 @@ int hpb_remap_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t new_l
  * HP_ENOMEM. Kernels without it get the pages touched one by one. */
 int hpb_populate(const struct hp_host *h, void *addr, uint64_t len);
 
+/* The unmap op every anonymous backend shares: munmap the whole mapping. */
+int hpb_unmap(const struct hp_host *h, const struct hp_mapping *m);
+
+/* The advise op of backends whose only advice is HP_F_POPULATE. */
+int hpb_advise_populate(const struct hp_host *h, const struct hp_mapping *m, uint64_t flags);
+
 /* THP mode from a sysfs "enabled" file: "always", "madvise", "never", or
  * "inherit" (per-size files only). Writes it into mode; returns 0 or -errno. */
 int hpb_read_mode(const struct hp_host *h, const char *path, char *mode, size_t cap);

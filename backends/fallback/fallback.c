@@ -44,8 +44,7 @@ static int fallback_map(const struct hp_map_request *req, struct hp_mapping *out
 
 static int fallback_unmap(const struct hp_mapping *m)
 {
-    int rc = host->os_unmap(m->map_addr, m->map_len);
-    return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
+    return hpb_unmap(host, m);
 }
 
 /* mremap moves page tables, never bytes; base pages need no alignment. */
@@ -65,7 +64,7 @@ static int fallback_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags
 
 static int fallback_advise(const struct hp_mapping *m, uint64_t flags)
 {
-    return (flags & HP_F_POPULATE) ? hpb_populate(host, m->addr, m->len) : HP_OK;
+    return hpb_advise_populate(host, m, flags);
 }
 
 static const struct hp_backend_ops fallback_ops = {

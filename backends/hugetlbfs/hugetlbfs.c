@@ -5,10 +5,14 @@
  * Safety: the mapping is made without MAP_NORESERVE, so the kernel reserves
  * every page at mmap time or fails it with ENOMEM; a block that was handed
  * out can never SIGBUS on first touch for lack of pool pages, even if another
- * process drains the pool after the probe. When a hugetlb cgroup limit
- * applies at fault time (hugetlb.<size>.max), reservations are not enough,
- * so every block is populated with MADV_POPULATE_WRITE, which fails cleanly
- * instead of raising SIGBUS.
+ * process drains the pool after the probe. Reservations are not the whole
+ * story, though: a hugetlb cgroup limit applies at fault time
+ * (hugetlb.<size>.max), and on Linux 6.18 a freshly reserved private page
+ * touched for the first time while another thread forks was seen to SIGBUS
+ * (docs/robustness.md). So every block is populated at map time with
+ * MADV_POPULATE_WRITE, which fails cleanly instead of raising SIGBUS. The
+ * pages are reserved for us anyway; populating only moves their zeroing
+ * from the first touch to the allocation.
  */
 #include "backend_util.h"
 
@@ -194,12 +198,10 @@ static int hugetlb_map(const struct hp_map_request *req, struct hp_mapping *out)
         return hpb_fail(host, HP_ENOMEM, "hugetlb pool of %llu KiB pages cannot reserve %llu pages: %s",
                         (unsigned long long)(ps >> 10), (unsigned long long)(len / ps),
                         strerror(-rc));
-    if ((req->flags & HP_F_POPULATE) || cgroup_room(ps) != UINT64_MAX) {
-        rc = hpb_populate(host, p, len);
-        if (rc != HP_OK) {
-            host->os_unmap(p, len);
-            return rc;
-        }
+    rc = hpb_populate(host, p, len);
+    if (rc != HP_OK) {
+        host->os_unmap(p, len);
+        return rc;
     }
     out->addr = out->map_addr = p;
     out->len = out->map_len = len;
@@ -209,8 +211,7 @@ static int hugetlb_map(const struct hp_map_request *req, struct hp_mapping *out)
 
 static int hugetlb_unmap(const struct hp_mapping *m)
 {
-    int rc = host->os_unmap(m->map_addr, m->map_len);
-    return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
+    return hpb_unmap(host, m);
 }
 
 /* Map pool pages at exactly `at` (MAP_FIXED over our own reservation, or
@@ -230,7 +231,7 @@ static int map_pages_at(char *at, uint64_t len, uint64_t ps, int fixed)
         host->os_unmap(p, len);
         return -EEXIST;
     }
-    if (cgroup_room(ps) != UINT64_MAX && hpb_populate(host, at, len) != HP_OK) {
+    if (hpb_populate(host, at, len) != HP_OK) {
         /* Give the pages back but keep the address space ours. */
         if (fixed == MAP_FIXED)
             host->os_map(at, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
@@ -350,7 +351,7 @@ static int hugetlb_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 
 static int hugetlb_advise(const struct hp_mapping *m, uint64_t flags)
 {
-    return (flags & HP_F_POPULATE) ? hpb_populate(host, m->addr, m->len) : HP_OK;
+    return hpb_advise_populate(host, m, flags);
 }
 
 static const struct hp_backend_ops hugetlb_ops = {

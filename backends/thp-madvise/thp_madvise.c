@@ -121,8 +121,7 @@ static int thp_map(const struct hp_map_request *req, struct hp_mapping *out)
 
 static int thp_unmap(const struct hp_mapping *m)
 {
-    int rc = host->os_unmap(m->map_addr, m->map_len);
-    return rc == 0 ? HP_OK : hpb_fail(host, HP_EINVAL, "munmap failed: %s", strerror(-rc));
+    return hpb_unmap(host, m);
 }
 
 /* Growth commits reserved headroom or moves to an aligned destination, so

@@ -34,11 +34,6 @@ extern void (*kt_mmap_hook)(size_t len, int flags);
 
 static struct kt_snapshot before_all, after_setup;
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
 static long pool2m(const char *file)
 {
     return pool_get(2048, file);
@@ -53,27 +48,6 @@ static long pool2m(const char *file)
                  (unsigned long)(kb), got_free_, got_rsvd_, (long)(free), (long)(rsvd));          \
     } while (0)
 
-/* Blocks a test holds, freed by the teardown if the test fails half-way. */
-static void *held[8];
-
-static void hold(void *p)
-{
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (!held[i]) {
-            held[i] = p;
-            return;
-        }
-}
-
-static void release(void *p)
-{
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (held[i] == p)
-            held[i] = NULL;
-    int32_t rc = hp_free(p);
-    KT_CHECK(rc == HP_OK, "hp_free(%p): %s", p, hp_error_name(rc));
-}
-
 /* After every test: nothing of ours left in the pools, and libhp's view of
  * them fresh (it re-reads pool counters at most every 100 ms otherwise, and
  * the next test must not see the pool this one emptied). */
@@ -81,50 +55,18 @@ static int teardown(void **state)
 {
     (void)state;
     kt_drainers_stop_all();
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (held[i])
-            hp_free(held[i]), held[i] = NULL;
+    kt_free_held();
     if (kt_pool_exists(1048576) && pool_get(1048576, "nr_hugepages") != 0)
         pool_set(1048576, 0);
     hp_reprobe();
     return 0;
 }
 
-static void *alloc_with(size_t len, const char *backend, const char *exclude, uint64_t flags)
-{
-    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
-    o.backend = backend;
-    o.exclude = exclude;
-    o.flags = flags;
-    void *p = hp_alloc_ex(len, &o);
-    if (p)
-        hold(p);
-    return p;
-}
-
-static void *must_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags)
-{
-    void *p = alloc_with(len, backend, exclude, flags);
-    if (!p)
-        fail_msg("hp_alloc_ex(%zu, backend=%s, exclude=%s, flags=0x%llx): %s: %s", len,
-                 backend ? backend : "-", exclude ? exclude : "-", (unsigned long long)flags,
-                 hp_error_name(hp_last_error()), hp_last_error_detail());
-    return p;
-}
-
-static struct hp_block_info info_of(const void *p)
-{
-    struct hp_block_info info = HP_BLOCK_INFO_INIT;
-    int32_t rc = hp_info(p, &info);
-    KT_CHECK(rc == HP_OK, "hp_info: %s", hp_error_name(rc));
-    return info;
-}
-
 static void expect_failure(void *p, int32_t code, const char *what)
 {
     if (p)
         fail_msg("%s: expected %s, got a block (%s)", what, hp_error_name(code),
-                 info_of(p).backend);
+                 kt_info(p).backend);
     KT_CHECK(hp_last_error() == code, "%s: got %s (%s)", what, hp_error_name(hp_last_error()),
              hp_last_error_detail());
     KT_CHECK(hp_last_error_detail()[0] != '\0', "%s: no error detail", what);
@@ -138,13 +80,6 @@ static void expect_fill_ok(void *p, size_t len, unsigned char byte)
              off, len);
 }
 
-static void expect_unmapped(void *p, size_t len)
-{
-    int err = kt_mincore_errno(p, len);
-    KT_CHECK(err == ENOMEM, "mincore after hp_free says %s, not ENOMEM",
-             err ? strerror(err) : "mapped");
-}
-
 /*
  * A hugetlb block from start to end, with no other block of ours alive:
  * reserved at map time (Rsvd rises, Free does not move), faulted on touch
@@ -154,21 +89,23 @@ static void expect_unmapped(void *p, size_t len)
 static void exercise_hugetlb(size_t len, const char *backend, uint64_t flags, uint64_t ps)
 {
     unsigned long kb = (unsigned long)(ps >> 10);
-    uint64_t mapped = round_up(len, ps);
+    uint64_t mapped = kt_round_up(len, ps);
     long pages = (long)(mapped / ps), nr = pool_get(kb, "nr_hugepages");
     EXPECT_POOL(kb, nr, 0, "before the allocation");
 
-    char *p = must_alloc(len, backend, NULL, flags);
-    struct hp_block_info info = info_of(p);
+    char *p = kt_must_alloc(len, backend, NULL, flags);
+    struct hp_block_info info = kt_info(p);
     KT_CHECK(!strcmp(info.backend, "hugetlbfs"), "served by %s", info.backend);
     KT_CHECK(info.page_size == ps, "page_size %llu", (unsigned long long)info.page_size);
     KT_CHECK(info.usable_size >= len && info.mapped_size == mapped, "usable %llu mapped %llu",
              (unsigned long long)info.usable_size, (unsigned long long)info.mapped_size);
     KT_CHECK((uintptr_t)p % ps == 0, "%p is not aligned to its page size", (void *)p);
-    /* No MAP_NORESERVE: every page is promised before anything is touched. */
-    EXPECT_POOL(kb, nr, pages, "mapped, not touched");
-    KT_CHECK(info.huge_bytes == 0, "huge_bytes %llu before any touch",
-             (unsigned long long)info.huge_bytes);
+    /* No MAP_NORESERVE, and populated before hp_alloc returns: every page
+     * is taken from the pool (none left merely reserved) before any touch,
+     * so no first touch can SIGBUS. */
+    EXPECT_POOL(kb, nr - pages, 0, "mapped (populated), not touched");
+    KT_CHECK(info.huge_bytes == mapped, "huge_bytes %llu of %llu before any touch",
+             (unsigned long long)info.huge_bytes, (unsigned long long)mapped);
 
     if (mapped <= (UINT64_C(64) << 20))
         expect_fill_ok(p, mapped, 0x5a);
@@ -184,7 +121,7 @@ static void exercise_hugetlb(size_t len, const char *backend, uint64_t flags, ui
              (void *)p, (unsigned long long)mapped);
     KT_CHECK((uint64_t)v.hugetlb_kb << 10 == mapped, "Private+Shared_Hugetlb %ld kB",
              v.hugetlb_kb);
-    info = info_of(p);
+    info = kt_info(p);
     KT_CHECK(info.huge_bytes == (uint64_t)v.hugetlb_kb << 10,
              "hp_info says %llu huge bytes, smaps %ld kB", (unsigned long long)info.huge_bytes,
              v.hugetlb_kb);
@@ -192,8 +129,8 @@ static void exercise_hugetlb(size_t len, const char *backend, uint64_t flags, ui
     KT_CHECK(f >= 0 && (f >> KT_KPF_HUGE & 1), "page of the last byte: kpageflags %llx",
              (unsigned long long)f);
 
-    release(p);
-    expect_unmapped(p, mapped);
+    kt_release(p);
+    kt_expect_unmapped(p, mapped);
     EXPECT_POOL(kb, nr, 0, "after hp_free");
 }
 
@@ -227,12 +164,12 @@ static void hugetlb_unaligned_length(void **state)
 static void hugetlb_free_unmaps(void **state)
 {
     KT_PRECONDITIONS();
-    char *p = must_alloc(3 * KT_2M, "hugetlbfs", NULL, 0);
+    char *p = kt_must_alloc(3 * KT_2M, "hugetlbfs", NULL, 0);
     touch_pages(p, 3 * KT_2M);
     KT_CHECK(kt_mincore_errno(p, 3 * KT_2M) == 0, "block not mapped before free");
-    release(p);
+    kt_release(p);
     for (int i = 0; i < 3; i++)
-        expect_unmapped(p + i * KT_2M, KT_4K);
+        kt_expect_unmapped(p + i * KT_2M, KT_4K);
     KT_CHECK(hp_free(p) == HP_EDOUBLEFREE, "second hp_free: %s", hp_error_name(hp_last_error()));
     EXPECT_POOL(2048, POOL, 0, "after hp_free");
 }
@@ -240,36 +177,36 @@ static void hugetlb_free_unmaps(void **state)
 static void hugetlb_whole_pool_then_one_more(void **state)
 {
     KT_PRECONDITIONS();
-    char *all = must_alloc(POOL * KT_2M, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE);
+    char *all = kt_must_alloc(POOL * KT_2M, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE);
     touch_pages(all, POOL * KT_2M);
     EXPECT_POOL(2048, 0, 0, "whole pool taken and touched");
 
-    expect_failure(alloc_with(KT_2M, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
+    expect_failure(kt_alloc(KT_2M, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
                    "one more page from hugetlbfs, huge required");
-    expect_failure(alloc_with(KT_2M, NULL, NO_HUGE_SOURCES, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
+    expect_failure(kt_alloc(KT_2M, NULL, NO_HUGE_SOURCES, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
                    "one more page with THP excluded, huge required");
     EXPECT_POOL(2048, 0, 0, "after the refused requests (no reservation left behind)");
 
-    char *fb = must_alloc(KT_2M, NULL, NO_HUGE_SOURCES, 0);
-    KT_CHECK(!strcmp(info_of(fb).backend, "fallback"), "served by %s", info_of(fb).backend);
+    char *fb = kt_must_alloc(KT_2M, NULL, NO_HUGE_SOURCES, 0);
+    KT_CHECK(!strcmp(kt_info(fb).backend, "fallback"), "served by %s", kt_info(fb).backend);
     expect_fill_ok(fb, KT_2M, 0x11);
-    release(fb);
+    kt_release(fb);
 
-    char *any = must_alloc(KT_2M, NULL, NULL, 0);
-    KT_CHECK(strcmp(info_of(any).backend, "hugetlbfs"), "hugetlbfs served an empty pool");
+    char *any = kt_must_alloc(KT_2M, NULL, NULL, 0);
+    KT_CHECK(strcmp(kt_info(any).backend, "hugetlbfs"), "hugetlbfs served an empty pool");
     expect_fill_ok(any, KT_2M, 0x22);
-    release(any);
+    kt_release(any);
 
-    release(all);
+    kt_release(all);
     EXPECT_POOL(2048, POOL, 0, "after hp_free");
 
     /* The pool was last seen empty; a request naming hugetlbfs must look
      * again rather than trust that stale figure. */
     hp_reprobe();
-    all = must_alloc(POOL * KT_2M, "hugetlbfs", NULL, 0);
+    all = kt_must_alloc(POOL * KT_2M, "hugetlbfs", NULL, 0);
     hp_reprobe();
-    release(all);
-    release(must_alloc(KT_2M, "hugetlbfs", NULL, 0));
+    kt_release(all);
+    kt_release(kt_must_alloc(KT_2M, "hugetlbfs", NULL, 0));
     EXPECT_POOL(2048, POOL, 0, "after the named request on a refilled pool");
 }
 
@@ -277,47 +214,47 @@ static void hugetlb_pool_plus_one_block(void **state)
 {
     KT_PRECONDITIONS();
     size_t len = (POOL + 1) * KT_2M;
-    expect_failure(alloc_with(len, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
+    expect_failure(kt_alloc(len, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
                    "pool+1 pages, huge required");
     KT_CHECK(strstr(hp_last_error_detail(), "hugetlbfs") != NULL,
              "the detail does not name the backend: %s", hp_last_error_detail());
-    expect_failure(alloc_with(len, NULL, NO_HUGE_SOURCES, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
+    expect_failure(kt_alloc(len, NULL, NO_HUGE_SOURCES, HP_F_REQUIRE_HUGE), HP_ENOHUGE,
                    "pool+1 pages, THP excluded, huge required");
     EXPECT_POOL(2048, POOL, 0, "after the refused requests (no reservation left behind)");
 
-    char *fb = must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
-    KT_CHECK(!strcmp(info_of(fb).backend, "fallback"), "served by %s", info_of(fb).backend);
+    char *fb = kt_must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
+    KT_CHECK(!strcmp(kt_info(fb).backend, "fallback"), "served by %s", kt_info(fb).backend);
     expect_fill_ok(fb, len, 0x33);
-    release(fb);
+    kt_release(fb);
     EXPECT_POOL(2048, POOL, 0, "after the fallback block");
 }
 
 static void fallback_blocks_free_independently(void **state)
 {
     KT_PRECONDITIONS();
-    char *all = must_alloc(POOL * KT_2M, "hugetlbfs", NULL, 0);
+    char *all = kt_must_alloc(POOL * KT_2M, "hugetlbfs", NULL, 0);
     size_t len = 3 * KT_2M / 2 + 5;
-    char *a = must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
-    char *b = must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
-    KT_CHECK(!strcmp(info_of(a).backend, "fallback") && !strcmp(info_of(b).backend, "fallback"),
-             "served by %s and %s", info_of(a).backend, info_of(b).backend);
-    size_t usable = info_of(a).usable_size;
+    char *a = kt_must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
+    char *b = kt_must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
+    KT_CHECK(!strcmp(kt_info(a).backend, "fallback") && !strcmp(kt_info(b).backend, "fallback"),
+             "served by %s and %s", kt_info(a).backend, kt_info(b).backend);
+    size_t usable = kt_info(a).usable_size;
     expect_fill_ok(a, usable, 0xaa);
     expect_fill_ok(b, usable, 0xbb);
 
     size_t off;
-    release(a);
-    expect_unmapped(a, usable);
+    kt_release(a);
+    kt_expect_unmapped(a, usable);
     KT_CHECK(kt_mincore_errno(b, usable) == 0, "freeing a unmapped part of b");
     KT_CHECK(kt_verify(b, usable, 0xbb, &off) == 0, "b changed at %zu after freeing a", off);
 
-    char *c = must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
+    char *c = kt_must_alloc(len, NULL, NO_HUGE_SOURCES, 0);
     expect_fill_ok(c, usable, 0xcc);
-    release(b);
-    expect_unmapped(b, usable);
+    kt_release(b);
+    kt_expect_unmapped(b, usable);
     KT_CHECK(kt_verify(c, usable, 0xcc, &off) == 0, "c changed at %zu after freeing b", off);
-    release(c);
-    release(all);
+    kt_release(c);
+    kt_release(all);
     EXPECT_POOL(2048, POOL, 0, "after hp_free");
 }
 
@@ -357,30 +294,30 @@ static void drained_between_probe_and_map(void **state)
     KT_PRECONDITIONS();
     size_t len = 4 * KT_2M;
     arm_drain();
-    char *p = alloc_with(len, NULL, NULL, 0);
+    char *p = kt_alloc(len, NULL, NULL, 0);
     disarm_drain();
     KT_CHECK(p != NULL, "automatic selection failed instead of falling back: %s: %s",
              hp_error_name(hp_last_error()), hp_last_error_detail());
-    KT_CHECK(strcmp(info_of(p).backend, "hugetlbfs"), "hugetlbfs served a drained pool");
+    KT_CHECK(strcmp(kt_info(p).backend, "hugetlbfs"), "hugetlbfs served a drained pool");
     EXPECT_POOL(2048, 0, 0, "drained; after the refused hugetlb mmap");
     expect_fill_ok(p, len, 0x44);
-    release(p);
+    kt_release(p);
     kt_drainer_stop(hook_pid);
 
     arm_drain();
-    p = alloc_with(len, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE);
+    p = kt_alloc(len, "hugetlbfs", NULL, HP_F_REQUIRE_HUGE);
     disarm_drain();
     expect_failure(p, HP_ENOHUGE, "hugetlbfs only, huge required, pool drained after the probe");
     EXPECT_POOL(2048, 0, 0, "drained; after the refused hugetlb mmap");
     kt_drainer_stop(hook_pid);
 
     arm_drain();
-    p = alloc_with(len, NULL, NO_HUGE_SOURCES, 0);
+    p = kt_alloc(len, NULL, NO_HUGE_SOURCES, 0);
     disarm_drain();
-    KT_CHECK(p != NULL && !strcmp(info_of(p).backend, "fallback"), "no fallback block: %s",
+    KT_CHECK(p != NULL && !strcmp(kt_info(p).backend, "fallback"), "no fallback block: %s",
              hp_last_error_detail());
     expect_fill_ok(p, len, 0x55);
-    release(p);
+    kt_release(p);
     kt_drainer_stop(hook_pid);
     EXPECT_POOL(2048, POOL, 0, "after the drainer left");
 }
@@ -405,7 +342,7 @@ static void drain_race_never_sigbus(void **state)
     double end = now_s() + 0.8;
     while (now_s() < end || rounds < 20) {
         int named = rounds & 1;
-        char *p = alloc_with(len, named ? "hugetlbfs" : NULL, named ? NULL : NO_HUGE_SOURCES, 0);
+        char *p = kt_alloc(len, named ? "hugetlbfs" : NULL, named ? NULL : NO_HUGE_SOURCES, 0);
         rounds++;
         if (!p) {
             /* Named and the pool taken: refused, from a failed mmap or from
@@ -423,13 +360,13 @@ static void drain_race_never_sigbus(void **state)
         if (rc != 0) {
             kt_drainer_stop(churner);
             fail_msg("%s at offset %zu of a %s block", rc < 0 ? "SIGBUS" : "wrong byte", off,
-                     info_of(p).backend);
+                     kt_info(p).backend);
         }
-        if (!strcmp(info_of(p).backend, "hugetlbfs"))
+        if (!strcmp(kt_info(p).backend, "hugetlbfs"))
             huge++;
         else
             other++;
-        release(p);
+        kt_release(p);
     }
     kt_drainer_stop(churner);
     kt_note("%lu rounds: %lu hugetlb blocks, %lu fallback blocks, %lu refused (pool taken)",
@@ -461,27 +398,14 @@ static void hugetlb_1g(void **state)
 static void pool_snapshot_identical(void **state)
 {
     KT_PRECONDITIONS();
-    struct kt_snapshot now;
-    char why[256];
     teardown(state);
-    long got_free, got_rsvd;
-    kt_pool_wait(2048, POOL, 0, &got_free, &got_rsvd);
-    kt_snapshot_take(&now);
-    KT_CHECK(!kt_snapshot_diff(&after_setup, &now, why, sizeof(why)),
-             "pool differs from right after setup: %s", why);
-    knob_restore_all();
-    kt_snapshot_take(&now);
-    KT_CHECK(!kt_snapshot_diff(&before_all, &now, why, sizeof(why)),
-             "machine differs from before the tests: %s", why);
+    kt_expect_restored(&after_setup, &before_all);
 }
 
 static void setup(void)
 {
-    if (!is_root()) {
-        snprintf(kt_skip_all, sizeof(kt_skip_all),
-                 "not root: hugetlb pools and THP knobs need root");
+    if (kt_need_root("hugetlb pools and THP knobs"))
         return;
-    }
     if (!kt_pool_exists(2048)) {
         snprintf(kt_skip_all, sizeof(kt_skip_all), "no 2 MiB hugetlb pages (%s missing)",
                  KT_POOLS "/hugepages-2048kB");

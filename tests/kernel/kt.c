@@ -66,6 +66,14 @@ static void on_alarm(int sig)
     (void)sig;  /* only interrupts flock */
 }
 
+int kt_need_root(const char *what)
+{
+    if (is_root())
+        return 0;
+    snprintf(kt_skip_all, sizeof(kt_skip_all), "not root: %s need root", what);
+    return -1;
+}
+
 int kt_lock(unsigned seconds)
 {
     struct sigaction sa, old;
@@ -426,6 +434,100 @@ int kt_backend(const char *name, struct hp_backend_info *info)
     return -1;
 }
 
+uint64_t kt_round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static void *held[8];
+
+/* Remember p (NULL is ignored) for kt_free_held. */
+static void hold(void *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
+        if (!held[i]) {
+            held[i] = p;
+            return;
+        }
+}
+
+void kt_release(void *p)
+{
+    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
+        if (held[i] == p)
+            held[i] = NULL;
+    int32_t rc = hp_free(p);
+    KT_CHECK(rc == HP_OK, "hp_free(%p): %s", p, hp_error_name(rc));
+}
+
+void kt_free_held(void)
+{
+    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
+        if (held[i])
+            hp_free(held[i]), held[i] = NULL;
+}
+
+int kt_teardown_held(void **state)
+{
+    (void)state;
+    kt_free_held();
+    return 0;
+}
+
+void *kt_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags)
+{
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = backend;
+    o.exclude = exclude;
+    o.flags = flags;
+    void *p = hp_alloc_ex(len, &o);
+    hold(p);
+    return p;
+}
+
+void *kt_must_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags)
+{
+    void *p = kt_alloc(len, backend, exclude, flags);
+    if (!p)
+        fail_msg("hp_alloc_ex(%zu, backend=%s, exclude=%s, flags=0x%llx): %s: %s", len,
+                 backend ? backend : "-", exclude ? exclude : "-", (unsigned long long)flags,
+                 hp_error_name(hp_last_error()), hp_last_error_detail());
+    return p;
+}
+
+struct hp_block_info kt_info(const void *p)
+{
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    int32_t rc = hp_info(p, &info);
+    KT_CHECK(rc == HP_OK, "hp_info: %s", hp_error_name(rc));
+    return info;
+}
+
+void kt_expect_unmapped(const void *p, size_t len)
+{
+    int err = kt_mincore_errno(p, len);
+    KT_CHECK(err == ENOMEM, "mincore after hp_free says %s, not ENOMEM",
+             err ? strerror(err) : "mapped");
+}
+
+void kt_expect_restored(const struct kt_snapshot *after_setup,
+                        const struct kt_snapshot *before_all)
+{
+    struct kt_snapshot now;
+    char why[256];
+    long got_free, got_rsvd;
+    kt_pool_wait(pool_kb[0], after_setup->pool[0][1], after_setup->pool[0][2], &got_free, &got_rsvd);
+    kt_snapshot_take(&now);
+    KT_CHECK(!kt_snapshot_diff(after_setup, &now, why, sizeof(why)),
+             "differs from right after setup: %s", why);
+    knob_restore_all();
+    kt_snapshot_take(&now);
+    KT_CHECK(!kt_snapshot_diff(before_all, &now, why, sizeof(why)),
+             "machine differs from before the tests: %s", why);
+}
+
 /* A child must not run the parent's knob restorers if it crashes, and
  * must not outlive the parent holding pool pages. */
 static void child_defaults(pid_t parent)
@@ -436,6 +538,16 @@ static void child_defaults(pid_t parent)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(1);
+}
+
+/* fork with stdio flushed; the child gets child_defaults. */
+static pid_t fork_child(void)
+{
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0)
+        child_defaults(parent);
+    return pid;
 }
 
 static pid_t live[8];
@@ -476,8 +588,7 @@ pid_t kt_drainer_start(unsigned long size_kb, long *pages)
     int up[2];
     if (pipe2(up, O_CLOEXEC) != 0)
         return -errno;
-    fflush(NULL);
-    pid_t parent = getpid(), pid = fork();
+    pid_t pid = fork_child();
     if (pid < 0) {
         int err = errno;
         close(up[0]);
@@ -485,7 +596,6 @@ pid_t kt_drainer_start(unsigned long size_kb, long *pages)
         return -err;
     }
     if (pid == 0) {
-        child_defaults(parent);
         long n = pool_room(size_kb);
         if (n > 0 && !map_pool(size_kb, n))
             n = -errno;
@@ -509,12 +619,10 @@ pid_t kt_drainer_start(unsigned long size_kb, long *pages)
 
 pid_t kt_churner_start(unsigned long size_kb)
 {
-    fflush(NULL);
-    pid_t parent = getpid(), pid = fork();
+    pid_t pid = fork_child();
     if (pid < 0)
         return -errno;
     if (pid == 0) {
-        child_defaults(parent);
         uint64_t ps = (uint64_t)size_kb << 10;
         for (;;) {
             long n = pool_room(size_kb);
@@ -554,12 +662,10 @@ int kt_teardown_drainers(void **state)
 
 int kt_run_child(const char *mode)
 {
-    fflush(NULL);
-    pid_t parent = getpid(), pid = fork();
+    pid_t pid = fork_child();
     if (pid < 0)
         return -errno;
     if (pid == 0) {
-        child_defaults(parent);
         execl("/proc/self/exe", "kt-child", "--kt-child", mode, (char *)NULL);
         _exit(127);
     }

@@ -57,6 +57,9 @@ extern char kt_skip_all[256];
     } while (0)
 void kt_explain(const char *cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* First check of every setup: 0 if root, else -1 with kt_skip_all saying
+ * "not root: <what> need root". */
+int kt_need_root(const char *what);
 /* Take the machine-wide knob lock, waiting at most seconds (another
  * engineer's benchmark may hold it for minutes; meson would kill us as a
  * timeout). Returns 0, or -1 with kt_skip_all saying why. */
@@ -128,6 +131,36 @@ int kt_verify(const void *p, size_t len, unsigned char byte, size_t *off);
 /* hp_backend_get by name: 0 and *info filled, or -1 if not in the list. */
 struct hp_backend_info;
 int kt_backend(const char *name, struct hp_backend_info *info);
+
+/* v rounded up to a multiple of a. */
+uint64_t kt_round_up(uint64_t v, uint64_t a);
+
+/* Blocks a test holds (at most 8: every block kt_alloc gives) are freed by
+ * the teardown if the test fails half-way. kt_release forgets p and
+ * hp_frees it, failing the test if hp_free does. */
+void kt_release(void *p);
+/* hp_free every block still held, ignoring errors (for teardowns). */
+void kt_free_held(void);
+/* cmocka teardown calling kt_free_held. */
+int kt_teardown_held(void **state);
+
+/* hp_alloc_ex with these options (NULL: not set); a block is held. */
+void *kt_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags);
+/* kt_alloc that fails the test, with libhp's error, if it gives no block. */
+void *kt_must_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags);
+/* hp_info of a block, failing the test if hp_info does. */
+struct hp_block_info;
+struct hp_block_info kt_info(const void *p);
+/* Fail unless mincore says [p, p+len) is unmapped (after hp_free). */
+void kt_expect_unmapped(const void *p, size_t len);
+
+/* Last test of every program, after its teardown: the machine matches
+ * after_setup, then, once knob_restore_all has put every knob back,
+ * before_all; the first difference fails the test. The 2 MiB pool's free
+ * and reserved pages get kt_pool_wait's grace to return to after_setup's
+ * counts first. */
+void kt_expect_restored(const struct kt_snapshot *after_setup,
+                        const struct kt_snapshot *before_all);
 
 /* Drainer: a forked process that reserves and faults every page of the
  * size_kb pool that is free and unreserved right now, with its own

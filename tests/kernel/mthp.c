@@ -27,62 +27,6 @@
 
 static struct kt_snapshot before_all, after_setup;
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-static void *held[8];
-
-static void hold(void *p)
-{
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (!held[i]) {
-            held[i] = p;
-            return;
-        }
-}
-
-static void release(void *p)
-{
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (held[i] == p)
-            held[i] = NULL;
-    int32_t rc = hp_free(p);
-    KT_CHECK(rc == HP_OK, "hp_free(%p): %s", p, hp_error_name(rc));
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (held[i])
-            hp_free(held[i]), held[i] = NULL;
-    return 0;
-}
-
-static void *must_alloc(size_t len, const char *backend, uint64_t flags)
-{
-    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
-    o.backend = backend;
-    o.flags = flags;
-    void *p = hp_alloc_ex(len, &o);
-    if (!p)
-        fail_msg("hp_alloc_ex(%zu, backend=%s, flags=0x%llx): %s: %s", len,
-                 backend ? backend : "-", (unsigned long long)flags,
-                 hp_error_name(hp_last_error()), hp_last_error_detail());
-    hold(p);
-    return p;
-}
-
-static struct hp_block_info info_of(const void *p)
-{
-    struct hp_block_info info = HP_BLOCK_INFO_INIT;
-    int32_t rc = hp_info(p, &info);
-    KT_CHECK(rc == HP_OK, "hp_info: %s", hp_error_name(rc));
-    return info;
-}
-
 /* What the kernel must show for a touched anon-orders block of 64 KiB
  * folios. Shared with the fresh-process checks, so it returns a message
  * instead of failing: NULL if all is well. */
@@ -90,7 +34,7 @@ static const char *check_mthp_block(char *p, size_t len, uint64_t flags, int adv
                                     char *why, size_t cap)
 {
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
-    uint64_t usable = round_up(len, KT_4K), chunks = usable / KT_64K;
+    uint64_t usable = kt_round_up(len, KT_4K), chunks = usable / KT_64K;
     long before = mthp_stat(64, "anon_fault_alloc");
     struct kt_folios f;
     struct kt_vma v;
@@ -138,16 +82,15 @@ static void exercise_mthp(size_t len, const char *backend, uint64_t flags)
 {
     char why[256];
     long before = mthp_stat(64, "anon_fault_alloc");
-    char *p = must_alloc(len, backend, flags);
+    char *p = kt_must_alloc(len, backend, NULL, flags);
     const char *bad = check_mthp_block(p, len, flags, 1, why, sizeof(why));
     KT_CHECK(bad == NULL, "%zu bytes: %s", len, bad);
     long after = mthp_stat(64, "anon_fault_alloc");
-    uint64_t chunks = round_up(len, KT_4K) / KT_64K;
+    uint64_t chunks = kt_round_up(len, KT_4K) / KT_64K;
     KT_CHECK((uint64_t)(after - before) >= chunks, "anon_fault_alloc rose by %ld over the block's "
              "life, expected at least %llu", after - before, (unsigned long long)chunks);
-    release(p);
-    int err = kt_mincore_errno(p, round_up(len, KT_4K));
-    KT_CHECK(err == ENOMEM, "mincore after hp_free: %s", err ? strerror(err) : "mapped");
+    kt_release(p);
+    kt_expect_unmapped(p, kt_round_up(len, KT_4K));
 }
 
 static void mthp_named(void **state)
@@ -193,18 +136,18 @@ static void mthp_only_source_when_2m_is_off(void **state)
     KT_CHECK(kt_backend("hugetlbfs", &b) == 0 && !b.available, "hugetlbfs available: %s",
              b.reason);
     struct hp_block_info info;
-    char *p = must_alloc(4 * KT_2M, NULL, HP_F_REQUIRE_HUGE);
-    info = info_of(p);
+    char *p = kt_must_alloc(4 * KT_2M, NULL, NULL, HP_F_REQUIRE_HUGE);
+    info = kt_info(p);
     KT_CHECK(!strcmp(info.backend, "anon-orders"), "huge required: served by %s", info.backend);
-    release(p);
-    p = must_alloc(16 * KT_4K, NULL, 0);  /* a 64 KiB page fits: still anon-orders */
-    KT_CHECK(!strcmp(info_of(p).backend, "anon-orders"), "64 KiB: served by %s",
-             info_of(p).backend);
-    release(p);
-    p = must_alloc(8 * KT_4K, NULL, 0);   /* smaller than the page: base pages */
-    KT_CHECK(!strcmp(info_of(p).backend, "fallback"), "32 KiB: served by %s",
-             info_of(p).backend);
-    release(p);
+    kt_release(p);
+    p = kt_must_alloc(16 * KT_4K, NULL, NULL, 0);  /* a 64 KiB page fits: still anon-orders */
+    KT_CHECK(!strcmp(kt_info(p).backend, "anon-orders"), "64 KiB: served by %s",
+             kt_info(p).backend);
+    kt_release(p);
+    p = kt_must_alloc(8 * KT_4K, NULL, NULL, 0);   /* smaller than the page: base pages */
+    KT_CHECK(!strcmp(kt_info(p).backend, "fallback"), "32 KiB: served by %s",
+             kt_info(p).backend);
+    kt_release(p);
 }
 
 static int child_main(const char *mode)
@@ -244,24 +187,14 @@ static void mthp_in_a_fresh_process(void **state)
 static void pool_snapshot_identical(void **state)
 {
     KT_PRECONDITIONS();
-    struct kt_snapshot now;
-    char why[256];
-    teardown(state);
-    kt_snapshot_take(&now);
-    KT_CHECK(!kt_snapshot_diff(&after_setup, &now, why, sizeof(why)),
-             "differs from right after setup: %s", why);
-    knob_restore_all();
-    kt_snapshot_take(&now);
-    KT_CHECK(!kt_snapshot_diff(&before_all, &now, why, sizeof(why)),
-             "machine differs from before the tests: %s", why);
+    kt_free_held();
+    kt_expect_restored(&after_setup, &before_all);
 }
 
 static void setup(void)
 {
-    if (!is_root()) {
-        snprintf(kt_skip_all, sizeof(kt_skip_all), "not root: mTHP knobs need root");
+    if (kt_need_root("mTHP knobs"))
         return;
-    }
     if (access(KT_THP "/hugepages-64kB/enabled", F_OK) != 0 ||
         access(KT_THP "/hugepages-64kB/stats/anon_fault_alloc", F_OK) != 0) {
         snprintf(kt_skip_all, sizeof(kt_skip_all),
@@ -295,12 +228,12 @@ int main(int argc, char **argv)
     if (getenv("KT_FILTER"))
         cmocka_set_test_filter(getenv("KT_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(mthp_named, teardown),
-        cmocka_unit_test_teardown(mthp_automatic, teardown),
-        cmocka_unit_test_teardown(mthp_populate, teardown),
-        cmocka_unit_test_teardown(mthp_unaligned_length, teardown),
-        cmocka_unit_test_teardown(mthp_only_source_when_2m_is_off, teardown),
-        cmocka_unit_test_teardown(mthp_in_a_fresh_process, teardown),
+        cmocka_unit_test_teardown(mthp_named, kt_teardown_held),
+        cmocka_unit_test_teardown(mthp_automatic, kt_teardown_held),
+        cmocka_unit_test_teardown(mthp_populate, kt_teardown_held),
+        cmocka_unit_test_teardown(mthp_unaligned_length, kt_teardown_held),
+        cmocka_unit_test_teardown(mthp_only_source_when_2m_is_off, kt_teardown_held),
+        cmocka_unit_test_teardown(mthp_in_a_fresh_process, kt_teardown_held),
         cmocka_unit_test(pool_snapshot_identical),
     };
     return cmocka_run_group_tests_name("kernel-mthp", tests, NULL, NULL);

@@ -30,23 +30,10 @@
 static struct kt_snapshot before_all, after_setup;
 static int have_1g;  /* one 1 GiB page reserved */
 
-static void *held[8];
-
-static void release(void *p)
-{
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (held[i] == p)
-            held[i] = NULL;
-    int32_t rc = hp_free(p);
-    KT_CHECK(rc == HP_OK, "hp_free(%p): %s", p, hp_error_name(rc));
-}
-
 static int teardown(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (held[i])
-            hp_free(held[i]), held[i] = NULL;
+    kt_free_held();
     if (!kt_skip_all[0] && pool_get(2048, "nr_hugepages") != POOL) {
         pool_set(2048, POOL);
         hp_reprobe();
@@ -54,31 +41,12 @@ static int teardown(void **state)
     return 0;
 }
 
-static void *must_alloc(size_t len, const char *exclude, uint64_t flags)
-{
-    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
-    o.exclude = exclude;
-    o.flags = flags;
-    void *p = hp_alloc_ex(len, &o);
-    if (!p)
-        fail_msg("hp_alloc_ex(%zu, exclude=%s, flags=0x%llx): %s: %s", len,
-                 exclude ? exclude : "-", (unsigned long long)flags,
-                 hp_error_name(hp_last_error()), hp_last_error_detail());
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (!held[i]) {
-            held[i] = p;
-            break;
-        }
-    return p;
-}
-
 /* Allocate automatically and check who served it with which page size;
  * the block is touched and smaps must agree on the page size for hugetlb. */
 static void expect_choice(size_t len, uint64_t flags, const char *backend, uint64_t page_size)
 {
-    char *p = must_alloc(len, NULL, flags);
-    struct hp_block_info info = HP_BLOCK_INFO_INIT;
-    KT_CHECK(hp_info(p, &info) == HP_OK, "hp_info");
+    char *p = kt_must_alloc(len, NULL, NULL, flags);
+    struct hp_block_info info = kt_info(p);
     KT_CHECK(!strcmp(info.backend, backend) && info.page_size == page_size,
              "%zu bytes, flags 0x%llx: served by %s with %llu KiB pages, expected %s with %llu KiB",
              len, (unsigned long long)flags, info.backend,
@@ -91,7 +59,7 @@ static void expect_choice(size_t len, uint64_t flags, const char *backend, uint6
     long want_kb = !strcmp(backend, "hugetlbfs") ? (long)(page_size >> 10) : 4;
     KT_CHECK(v.kernel_page_kb == want_kb, "%zu bytes: KernelPageSize %ld kB, expected %ld",
              len, v.kernel_page_kb, want_kb);
-    release(p);
+    kt_release(p);
 }
 
 static void two_mib_plus_4k_never_takes_1g(void **state)
@@ -126,14 +94,14 @@ static void pool_preferred_only_when_it_covers_the_block(void **state)
     KT_PRECONDITIONS();
     expect_choice(POOL * KT_2M, 0, "hugetlbfs", KT_2M);
     /* One page short: the pool is not used at all (no partial reservation). */
-    char *p = must_alloc(POOL * KT_2M + 1, NULL, 0);
+    char *p = kt_must_alloc(POOL * KT_2M + 1, NULL, NULL, 0);
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
     KT_CHECK(hp_info(p, &info) == HP_OK && !strcmp(info.backend, "thp-madvise"),
              "pool+1 bytes: served by %s", info.backend);
     KT_CHECK(pool_get(2048, "resv_hugepages") == 0 && pool_get(2048, "free_hugepages") == POOL,
              "the pool was touched: Rsvd %ld Free %ld", pool_get(2048, "resv_hugepages"),
              pool_get(2048, "free_hugepages"));
-    release(p);
+    kt_release(p);
 }
 
 static void small_requests(void **state)
@@ -154,12 +122,12 @@ static void requested_page_sizes(void **state)
     KT_PRECONDITIONS();
     expect_choice(4 * KT_2M, HP_F_PAGE_64K, "anon-orders", KT_64K);
     expect_choice(4 * KT_2M, HP_F_PAGE_4K, "fallback", KT_4K);
-    char *p = must_alloc(4 * KT_2M, "hugetlbfs", HP_F_PAGE_2M);
+    char *p = kt_must_alloc(4 * KT_2M, NULL, "hugetlbfs", HP_F_PAGE_2M);
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
     KT_CHECK(hp_info(p, &info) == HP_OK && !strcmp(info.backend, "thp-madvise") &&
                  info.requested_page_size == KT_2M,
              "2 MiB pages, hugetlbfs excluded: %s", info.backend);
-    release(p);
+    kt_release(p);
 }
 
 /* The pure policy, fed this machine's own probe results. */
@@ -216,26 +184,14 @@ static void policy_on_this_machines_records(void **state)
 static void pool_snapshot_identical(void **state)
 {
     KT_PRECONDITIONS();
-    struct kt_snapshot now;
-    char why[256];
     teardown(state);
-    long got_free, got_rsvd;
-    kt_pool_wait(2048, POOL, 0, &got_free, &got_rsvd);
-    kt_snapshot_take(&now);
-    KT_CHECK(!kt_snapshot_diff(&after_setup, &now, why, sizeof(why)),
-             "differs from right after setup: %s", why);
-    knob_restore_all();
-    kt_snapshot_take(&now);
-    KT_CHECK(!kt_snapshot_diff(&before_all, &now, why, sizeof(why)),
-             "machine differs from before the tests: %s", why);
+    kt_expect_restored(&after_setup, &before_all);
 }
 
 static void setup(void)
 {
-    if (!is_root()) {
-        snprintf(kt_skip_all, sizeof(kt_skip_all), "not root: pools and THP knobs need root");
+    if (kt_need_root("pools and THP knobs"))
         return;
-    }
     if (!kt_pool_exists(2048) || access(KT_THP "/hugepages-64kB/enabled", F_OK) != 0) {
         snprintf(kt_skip_all, sizeof(kt_skip_all),
                  "needs 2 MiB hugetlb pages and 64 KiB mTHP (Linux 6.8+)");

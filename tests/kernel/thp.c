@@ -28,38 +28,11 @@
 
 static struct kt_snapshot before_all, after_setup;
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-static void *held[8];
-
-static void hold(void *p)
-{
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (!held[i]) {
-            held[i] = p;
-            return;
-        }
-}
-
-static void release(void *p)
-{
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (held[i] == p)
-            held[i] = NULL;
-    int32_t rc = hp_free(p);
-    KT_CHECK(rc == HP_OK, "hp_free(%p): %s", p, hp_error_name(rc));
-}
-
 /* A test that failed half-way may leave a block or THP switched off. */
 static int teardown(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
-        if (held[i])
-            hp_free(held[i]), held[i] = NULL;
+    kt_free_held();
     char raw[128];
     if (!kt_skip_all[0] && knob_get(KT_THP "/enabled", raw, sizeof(raw)) == 0 &&
         !strstr(raw, "[madvise]")) {
@@ -67,28 +40,6 @@ static int teardown(void **state)
         hp_reprobe();
     }
     return 0;
-}
-
-static void *must_alloc(size_t len, const char *backend, uint64_t flags)
-{
-    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
-    o.backend = backend;
-    o.flags = flags;
-    void *p = hp_alloc_ex(len, &o);
-    if (!p)
-        fail_msg("hp_alloc_ex(%zu, backend=%s, flags=0x%llx): %s: %s", len,
-                 backend ? backend : "-", (unsigned long long)flags,
-                 hp_error_name(hp_last_error()), hp_last_error_detail());
-    hold(p);
-    return p;
-}
-
-static struct hp_block_info info_of(const void *p)
-{
-    struct hp_block_info info = HP_BLOCK_INFO_INIT;
-    int32_t rc = hp_info(p, &info);
-    KT_CHECK(rc == HP_OK, "hp_info: %s", hp_error_name(rc));
-    return info;
 }
 
 /* smaps of the block's own mapping; the block must be exactly one VMA. */
@@ -109,9 +60,9 @@ static struct kt_vma vma_of_block(const char *p, uint64_t len)
  */
 static void exercise_thp(size_t len, const char *backend, uint64_t flags)
 {
-    char *p = must_alloc(len, backend, flags);
-    struct hp_block_info info = info_of(p);
-    uint64_t usable = round_up(len, KT_4K), whole = usable / KT_2M * KT_2M;
+    char *p = kt_must_alloc(len, backend, NULL, flags);
+    struct hp_block_info info = kt_info(p);
+    uint64_t usable = kt_round_up(len, KT_4K), whole = usable / KT_2M * KT_2M;
     KT_CHECK(!strcmp(info.backend, "thp-madvise"), "served by %s", info.backend);
     KT_CHECK(info.page_size == KT_2M, "page_size %llu", (unsigned long long)info.page_size);
     KT_CHECK(info.usable_size == usable, "usable %llu", (unsigned long long)info.usable_size);
@@ -133,7 +84,7 @@ static void exercise_thp(size_t len, const char *backend, uint64_t flags)
              "AnonHugePages %ld kB, expected %llu kB (every whole PMD)", v.anon_huge_kb,
              (unsigned long long)(whole >> 10));
     KT_CHECK(v.kernel_page_kb == 4, "KernelPageSize %ld kB", v.kernel_page_kb);
-    info = info_of(p);
+    info = kt_info(p);
     KT_CHECK(info.huge_bytes == (uint64_t)v.anon_huge_kb << 10,
              "hp_info says %llu huge bytes, smaps AnonHugePages %ld kB",
              (unsigned long long)info.huge_bytes, v.anon_huge_kb);
@@ -143,9 +94,8 @@ static void exercise_thp(size_t len, const char *backend, uint64_t flags)
                  (unsigned long long)f);
     }
 
-    release(p);
-    int err = kt_mincore_errno(p, usable);
-    KT_CHECK(err == ENOMEM, "mincore after hp_free: %s", err ? strerror(err) : "mapped");
+    kt_release(p);
+    kt_expect_unmapped(p, usable);
 }
 
 static void thp_named(void **state)
@@ -194,20 +144,20 @@ static void thp_small_requests(void **state)
         {KT_64K, "fallback"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-        char *p = must_alloc(cases[i].len, NULL, 0);
-        struct hp_block_info info = info_of(p);
+        char *p = kt_must_alloc(cases[i].len, NULL, NULL, 0);
+        struct hp_block_info info = kt_info(p);
         KT_CHECK(!strcmp(info.backend, cases[i].backend), "%zu bytes: served by %s, expected %s",
                  cases[i].len, info.backend, cases[i].backend);
-        release(p);
+        kt_release(p);
     }
 }
 
 static long huge_kb_after(const char *backend, uint64_t flags)
 {
-    char *p = must_alloc(4 * KT_2M, backend, flags);
+    char *p = kt_must_alloc(4 * KT_2M, backend, NULL, flags);
     touch_pages(p, 4 * KT_2M);
     long kb = vma_of_block(p, 4 * KT_2M).anon_huge_kb;
-    release(p);
+    kt_release(p);
     return kb;
 }
 
@@ -314,24 +264,14 @@ static void thp_prctl_disabled_in_a_fresh_process(void **state)
 static void pool_snapshot_identical(void **state)
 {
     KT_PRECONDITIONS();
-    struct kt_snapshot now;
-    char why[256];
     teardown(state);
-    kt_snapshot_take(&now);
-    KT_CHECK(!kt_snapshot_diff(&after_setup, &now, why, sizeof(why)),
-             "differs from right after setup: %s", why);
-    knob_restore_all();
-    kt_snapshot_take(&now);
-    KT_CHECK(!kt_snapshot_diff(&before_all, &now, why, sizeof(why)),
-             "machine differs from before the tests: %s", why);
+    kt_expect_restored(&after_setup, &before_all);
 }
 
 static void setup(void)
 {
-    if (!is_root()) {
-        snprintf(kt_skip_all, sizeof(kt_skip_all), "not root: THP knobs need root");
+    if (kt_need_root("THP knobs"))
         return;
-    }
     if (access(KT_THP "/hpage_pmd_size", R_OK) != 0) {
         snprintf(kt_skip_all, sizeof(kt_skip_all), "no THP in this kernel (%s missing)",
                  KT_THP "/hpage_pmd_size");
