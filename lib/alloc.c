@@ -568,10 +568,8 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
         return NULL;
     }
     memcpy(q, b->m.addr, b->m.len < new_size ? b->m.len : new_size);
-    if (stuck)
-        release(b);  /* its pool pages are wanted elsewhere, not cached */
-    else
-        retire(b);
+    if (stuck || retire(b) != HP_OK)
+        release(b);  /* stuck: its pool pages are wanted elsewhere, not cached */
     return q;
 }
 
