@@ -72,7 +72,7 @@ static uint64_t reservable(const struct pool *p)
 {
     uint64_t free_now = p->free > p->rsvd ? p->free - p->rsvd : 0;
     uint64_t extra = p->overcommit > p->surplus ? p->overcommit - p->surplus : 0;
-    return free_now + extra;
+    return extra > UINT64_MAX - 1 - free_now ? UINT64_MAX - 1 : free_now + extra;  /* never "unpooled" */
 }
 
 /* cgroup v2 hugetlb controller name of a size: 2MB, 1GB, 64KB. */
