@@ -19,11 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
-static const char *fixture_dir, *backend_dir;
+static const char *fixture_dir, *backend_dir, *secure_probe;
 
 /* Copy (not link) every *.so of src into dst with the given mode. */
 static void copy_plugins(const char *src, const char *dst, mode_t mode)
@@ -273,14 +274,77 @@ static void plugin_of_another_user_is_refused(void **state)
     remove_dir(dir);
 }
 
+/* Run probe as user nobody with HP_BACKEND_PATH=dir; returns what it
+ * printed (1: the variable was honoured), or -1. */
+static int probe_as_nobody(const char *probe, const char *dir)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(3);
+        char env[600];
+        snprintf(env, sizeof(env), "HP_BACKEND_PATH=%s", dir);
+        char *const envp[] = {env, NULL};
+        char *const args[] = {(char *)probe, NULL};
+        execve(probe, args, envp);
+        _exit(4);
+    }
+    close(fds[1]);
+    char out[16] = "";
+    ssize_t n = read(fds[0], out, sizeof(out) - 1);
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return -1;
+    return out[0] - '0';
+}
+
+/* HP_BACKEND_PATH is read with secure_getenv: in a setuid program (AT_SECURE)
+ * a user cannot point libhp at plugins of their choosing. */
+static void backend_path_ignored_when_setuid(void **state)
+{
+    (void)state;
+    if (!is_root()) {
+        print_message("# SKIP: needs root to make a setuid-root program\n");
+        skip();
+    }
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    char probe[300], cmd[1400];
+    snprintf(probe, sizeof(probe), "%s/secure_probe", dir);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chown 0:0 '%s' && chmod 0755 '%s'", secure_probe,
+             probe, probe, probe);
+    assert_int_equal(system(cmd), 0);
+    /* Control: the same program, not setuid, honours the variable. */
+    assert_int_equal(probe_as_nobody(probe, dir), 1);
+    assert_int_equal(chmod(probe, 04755), 0);
+    int setuid_result = probe_as_nobody(probe, dir);
+    struct stat st;
+    assert_int_equal(stat(probe, &st), 0);
+    if (!(st.st_mode & S_ISUID)) {
+        print_message("# SKIP: this filesystem dropped the setuid bit\n");
+        remove_dir(dir);
+        skip();
+    }
+    assert_int_equal(setuid_result, 0);
+    remove_dir(dir);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s FIXTURE_DIR BACKEND_DIR\n", argv[0]);
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s FIXTURE_DIR BACKEND_DIR SECURE_PROBE\n", argv[0]);
         return 2;
     }
     fixture_dir = argv[1];
     backend_dir = argv[2];
+    secure_probe = argv[3];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(broken_plugins_are_rejected_with_reasons),
         cmocka_unit_test(misbehaving_plugin_results_are_refused),
@@ -288,6 +352,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(world_writable_directory_is_refused),
         cmocka_unit_test(others_writable_plugin_is_refused),
         cmocka_unit_test(plugin_of_another_user_is_refused),
+        cmocka_unit_test(backend_path_ignored_when_setuid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
