@@ -2,7 +2,7 @@
 # The ABI promise: no incompatible change against abi/libhp.abi, no export
 # added without a refreshed baseline, and the released HP_1.0 node frozen.
 # (The exported set vs the version script, the layout pins and the libffi
-# calls run as meson tests in the 'abi' and 'build' suites.)
+# calls run as meson tests in the 'abi' and 'pkg' suites.)
 set -u
 lib=build/lib/libhp.so.1
 pass=0 fail=0

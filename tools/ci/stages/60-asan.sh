@@ -5,7 +5,7 @@
 # Appends one "PASSED FAILED" line per meson run to $HP_RESULTS.
 #
 # Left out, each for a reason:
-#   install  (suite build) installs libhp and runs programs built against
+#   install  (suite pkg) installs libhp and runs programs built against
 #            it with plain cc: an ASan libhp.so in an uninstrumented program
 #            aborts with "ASan runtime does not come first". Not fixable by
 #            the test; the plain build runs it.

@@ -7,7 +7,7 @@
 # Appends "PASSED FAILED" to $HP_RESULTS.
 #
 # Left out, each for a reason:
-#   suite build    shell scripts (header, symbol and install checks): nothing
+#   suite pkg      shell scripts (header, symbol and install checks): nothing
 #                  of ours for memcheck to watch (excluded in the setup).
 #   suite kernel   the kernel tests re-exec /proc/self/exe for fresh
 #                  processes, which valgrind refuses ("You cannot run
@@ -25,7 +25,7 @@ results=${HP_RESULTS:-/dev/null}
 meson compile -C build || { echo "0 1" >> "$results"; exit 1; }
 tests=$(meson introspect build --tests | python3 -c '
 import json, sys
-skip_suites = {"libhp:build", "libhp:kernel", "libhp:realloc", "libhp:stack", "libhp:python",
+skip_suites = {"libhp:pkg", "libhp:kernel", "libhp:realloc", "libhp:stack", "libhp:python",
                "libhp:rust"}
 skip = {"abi-ffi"}
 print(" ".join(t["name"] for t in json.load(sys.stdin)
