@@ -238,12 +238,14 @@ static int32_t map_huge(uint32_t kind, uint64_t usable, uint64_t guard, uint64_t
                        kind == HP_KIND_HUGETLB ? "mmap(MAP_HUGETLB)" : "madvise/mprotect",
                        strerror(-rc));
     }
-    /* Trimming cannot fail for lack of memory: it only splits our own VMA. */
-    if (lo > start)
-        hp_os_unmap(p, lo - start);
-    if (end > hi)
-        hp_os_unmap((void *)hi, end - hi);
-    *m = (struct hp_stack_map){.map_addr = (void *)lo, .map_len = guard + usable,
+    /* A trim splits the reservation and can fail at vm.max_map_count; then
+     * the untrimmed slack simply stays part of the stack's mapping (it is
+     * PROT_NONE) and goes with it at destroy. */
+    if (lo > start && hp_os_unmap(p, lo - start) < 0)
+        lo = start;
+    if (end > hi && hp_os_unmap((void *)hi, end - hi) < 0)
+        hi = end;
+    *m = (struct hp_stack_map){.map_addr = (void *)lo, .map_len = hi - lo,
                                .base = (void *)base, .usable = usable, .guard = guard,
                                .page_size = huge, .kind = kind};
     return HP_OK;
