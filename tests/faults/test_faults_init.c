@@ -52,15 +52,6 @@ static void drop_caches(void)
 }
 #endif
 
-#define CHILD_CHECK(cond)                                                               \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "# child check failed at line %d: %s (%s: %s)\n", __LINE__, \
-                    #cond, hp_error_name(hp_last_error()), hp_last_error_detail());     \
-            return 1;                                                                   \
-        }                                                                               \
-    } while (0)
-
 /* Shared with the children: call counts of a clean start-up. */
 static uint64_t *shared;
 

@@ -194,15 +194,6 @@ static void remove_root(char *root)
     free(root);
 }
 
-#define CHILD_CHECK(cond)                                                               \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "# child check failed at line %d: %s (%s: %s)\n", __LINE__, \
-                    #cond, hp_error_name(hp_last_error()), hp_last_error_detail());     \
-            return 1;                                                                   \
-        }                                                                               \
-    } while (0)
-
 /* Every backend listed, each available or saying why not; allocations of
  * every class work and hp_info is sane. */
 static int general_checks(void)

@@ -195,7 +195,7 @@ static void thp_reprobe_sees_never(void **state)
              b.reason);
 }
 
-#define CHILD_CHECK(cond, ...)                                                                     \
+#define KT_CHILD_CHECK(cond, ...)                                                                     \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
             kt_note("child: " __VA_ARGS__);                                                        \
@@ -208,23 +208,23 @@ static void thp_reprobe_sees_never(void **state)
 static int child_thp_off(const char *why)
 {
     struct hp_backend_info b;
-    CHILD_CHECK(kt_backend("thp-madvise", &b) == 0, "no thp-madvise backend");
-    CHILD_CHECK(!b.available && strstr(b.reason, why), "thp-madvise: available %u, reason: %s",
+    KT_CHILD_CHECK(kt_backend("thp-madvise", &b) == 0, "no thp-madvise backend");
+    KT_CHILD_CHECK(!b.available && strstr(b.reason, why), "thp-madvise: available %u, reason: %s",
                 b.available, b.reason);
     struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
     o.backend = "thp-madvise";
-    CHILD_CHECK(hp_alloc_ex(8 * KT_2M, &o) == NULL && hp_last_error() == HP_ENOBACKEND,
+    KT_CHILD_CHECK(hp_alloc_ex(8 * KT_2M, &o) == NULL && hp_last_error() == HP_ENOBACKEND,
                 "named thp-madvise: %s", hp_error_name(hp_last_error()));
     char *p = hp_alloc(8 * KT_2M, 0);
-    CHILD_CHECK(p != NULL, "hp_alloc: %s", hp_last_error_detail());
+    KT_CHILD_CHECK(p != NULL, "hp_alloc: %s", hp_last_error_detail());
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
-    CHILD_CHECK(hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fallback"),
+    KT_CHILD_CHECK(hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fallback"),
                 "8 MiB served by %s", info.backend);
     touch_pages(p, 8 * KT_2M);
     struct kt_vma v;
-    CHILD_CHECK(kt_vma_of(p, &v) == 0 && v.anon_huge_kb == 0, "AnonHugePages %ld kB",
+    KT_CHILD_CHECK(kt_vma_of(p, &v) == 0 && v.anon_huge_kb == 0, "AnonHugePages %ld kB",
                 v.anon_huge_kb);
-    CHILD_CHECK(hp_free(p) == HP_OK, "hp_free");
+    KT_CHILD_CHECK(hp_free(p) == HP_OK, "hp_free");
     return 0;
 }
 
@@ -233,10 +233,10 @@ static int child_main(const char *mode)
     if (!strcmp(mode, "never"))
         return child_thp_off("never");
     if (!strcmp(mode, "prctl")) {
-        CHILD_CHECK(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0, "prctl: %s", strerror(errno));
+        KT_CHILD_CHECK(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0, "prctl: %s", strerror(errno));
         int rc = child_thp_off("prctl");
         struct hp_backend_info b;
-        CHILD_CHECK(kt_backend("anon-orders", &b) == 0 && !b.available &&
+        KT_CHILD_CHECK(kt_backend("anon-orders", &b) == 0 && !b.available &&
                         strstr(b.reason, "prctl"),
                     "anon-orders under prctl: %s", b.reason);
         return rc;

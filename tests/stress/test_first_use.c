@@ -75,14 +75,6 @@ static int count_loads(const char *log, const char *name)
     return n;
 }
 
-#define CHILD_CHECK(cond)                                                           \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            dprintf(2, "# child check failed at line %d: %s\n", __LINE__, #cond);   \
-            return 1;                                                               \
-        }                                                                           \
-    } while (0)
-
 static int child_first_use(void *unused)
 {
     (void)unused;

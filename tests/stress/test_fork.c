@@ -74,7 +74,7 @@ static void child_watchdog(void)
     alarm(CHILD_ALARM_S);
 }
 
-#define CHILD_CHECK(cond)                                                              \
+#define CHILD_EXIT_CHECK(cond)                                                              \
     do {                                                                               \
         if (!(cond)) {                                                                 \
             fprintf(stderr, "# child check failed at line %d: %s (%s: %s)\n", __LINE__, \
@@ -89,34 +89,34 @@ static void child_uses_inherited(long maps_before)
     child_watchdog();
     for (int i = 0; i < NBLOCKS; i++) {
         struct blk *b = &blocks[i];
-        CHILD_CHECK(pattern_check(b->p, b->size, b->size, b->seed) == 0);
+        CHILD_EXIT_CHECK(pattern_check(b->p, b->size, b->size, b->seed) == 0);
         struct hp_block_info info = HP_BLOCK_INFO_INIT;
-        CHILD_CHECK(hp_info(b->p, &info) == HP_OK);
-        CHILD_CHECK(!b->backend || !strcmp(info.backend, b->backend));
+        CHILD_EXIT_CHECK(hp_info(b->p, &info) == HP_OK);
+        CHILD_EXIT_CHECK(!b->backend || !strcmp(info.backend, b->backend));
         /* The child's writes are its own (copy on write). */
         b->seed ^= UINT64_C(0xc41d);
         pattern_stamp(b->p, b->size, b->seed);
         size_t bigger = b->size * 2 + 4096;
         unsigned char *q = hp_realloc(b->p, bigger, 0);
-        CHILD_CHECK(q != NULL);
-        CHILD_CHECK(pattern_check(q, b->size, bigger, b->seed) == 0);
+        CHILD_EXIT_CHECK(q != NULL);
+        CHILD_EXIT_CHECK(pattern_check(q, b->size, bigger, b->seed) == 0);
         pattern_stamp(q, bigger, b->seed);
         size_t smaller = bigger / 3 + 1;
         unsigned char *r = hp_realloc(q, smaller, 0);
-        CHILD_CHECK(r != NULL);
-        CHILD_CHECK(pattern_check(r, bigger, smaller, b->seed) == 0);
-        CHILD_CHECK(hp_free(r) == HP_OK);
-        CHILD_CHECK(hp_free(r) == HP_EDOUBLEFREE);
+        CHILD_EXIT_CHECK(r != NULL);
+        CHILD_EXIT_CHECK(pattern_check(r, bigger, smaller, b->seed) == 0);
+        CHILD_EXIT_CHECK(hp_free(r) == HP_OK);
+        CHILD_EXIT_CHECK(hp_free(r) == HP_EDOUBLEFREE);
     }
     /* New blocks work as well, and nothing is left. */
     for (int i = 0; i < 32; i++) {
         void *p = hp_alloc(4096u << (i % 11), 0);
-        CHILD_CHECK(p != NULL);
-        CHILD_CHECK(hp_free(p) == HP_OK);
+        CHILD_EXIT_CHECK(p != NULL);
+        CHILD_EXIT_CHECK(hp_free(p) == HP_OK);
     }
-    CHILD_CHECK(hp_registry_count() == 0);
+    CHILD_EXIT_CHECK(hp_registry_count() == 0);
     drop_caches();
-    CHILD_CHECK(maps_unreliable() || maps_count() == maps_before);
+    CHILD_EXIT_CHECK(maps_unreliable() || maps_count() == maps_before);
     _exit(0);
 }
 
@@ -216,18 +216,18 @@ static void forked_child_work(void)
         void *p = hp_alloc_ex(3u << 20, &o);
         if (!p && o.backend && !strcmp(o.backend, "hugetlbfs"))
             continue;  /* pool drained by the churners */
-        CHILD_CHECK(p != NULL);
+        CHILD_EXIT_CHECK(p != NULL);
         memset(p, 1, 4096);
         struct hp_block_info info = HP_BLOCK_INFO_INIT;
-        CHILD_CHECK(hp_info(p, &info) == HP_OK);
+        CHILD_EXIT_CHECK(hp_info(p, &info) == HP_OK);
         void *q = hp_realloc(p, 5u << 20, HP_F_POPULATE);
-        CHILD_CHECK(q != NULL);
-        CHILD_CHECK(((unsigned char *)q)[4095] == 1);
-        CHILD_CHECK(hp_free(q) == HP_OK);
+        CHILD_EXIT_CHECK(q != NULL);
+        CHILD_EXIT_CHECK(((unsigned char *)q)[4095] == 1);
+        CHILD_EXIT_CHECK(hp_free(q) == HP_OK);
     }
     for (int32_t i = 0; i < hp_backend_count(); i++) {
         struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
-        CHILD_CHECK(hp_backend_get((uint32_t)i, &bi) == HP_OK);
+        CHILD_EXIT_CHECK(hp_backend_get((uint32_t)i, &bi) == HP_OK);
     }
     _exit(0);
 }

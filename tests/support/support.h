@@ -43,6 +43,17 @@ long maps_count(void);
  * libhp); returns fn's return value, or 128 + signal if it died. */
 int run_in_child(int (*fn)(void *), void *arg);
 
+/* In a run_in_child function: on failure, say where and with libhp's last
+ * error, and make the child exit 1. (Callers include hp.h.) */
+#define CHILD_CHECK(cond)                                                               \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "# child check failed at line %d: %s (%s: %s)\n", __LINE__, \
+                    #cond, hp_error_name(hp_last_error()), hp_last_error_detail());     \
+            return 1;                                                                   \
+        }                                                                               \
+    } while (0)
+
 /* 1 if running as root. */
 int is_root(void);
 

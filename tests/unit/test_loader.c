@@ -83,14 +83,6 @@ static int find(const char *name, const char *file, struct hp_backend_info *out)
     return 0;
 }
 
-#define CHILD_CHECK(cond)                                                          \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            fprintf(stderr, "# child check failed at line %d: %s\n", __LINE__, #cond); \
-            return 1;                                                              \
-        }                                                                          \
-    } while (0)
-
 static int expect_rejected(const char *file, const char *why)
 {
     struct hp_backend_info bi;
