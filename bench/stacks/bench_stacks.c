@@ -17,6 +17,7 @@
  * usage: bench_stacks [rss|start|churn|all] [reps]   (root for rss/hugetlb)
  */
 #include <hp.h>
+#include "st_crowd.h"
 
 #include "support.h"
 
@@ -33,7 +34,7 @@
 #include <unistd.h>
 
 #define MIB (UINT64_C(1) << 20)
-#define NTHREADS 128
+#define NTHREADS ST_CROWD
 #define THP_ENABLED "/sys/kernel/mm/transparent_hugepage/enabled"
 #define MAX_REPS 31
 
@@ -93,99 +94,25 @@ static int in_child(int (*fn)(int), int arg)
 
 /* ---- 128 threads ---- */
 
-enum kind { GLIBC, TRAP, LEAN, HUGE_THP, HUGE_TLB, NKINDS };
 static const char *const kind_names[] = {
     "glibc default (8 MiB)", "user 2 MiB-aligned, guard inside", "hp lean (2 MiB)",
     "hp huge, THP (2 MiB)", "hp huge, hugetlb (2 MiB)"};
 
-static pthread_barrier_t touched, release;
-static size_t touch_bytes;
-
-static void *worker(void *arg)
-{
-    (void)arg;
-    /* Touch the stack downwards from here, as a growing stack does. */
-    volatile char *sp = alloca(touch_bytes);
-    for (size_t off = touch_bytes; off >= 4096; off -= 4096)
-        sp[off - 1] = 1;
-    pthread_barrier_wait(&touched);
-    pthread_barrier_wait(&release);
-    return NULL;
-}
-
-/* The seed's trap: written at the top (the thread descriptor) before the
- * lowest page becomes the guard; under THP=always the write faulted in a
- * huge page that the mprotect then splits, all of it staying resident. */
-static void *trap_stack(void)
-{
-    size_t len = 2 * MIB;
-    char *raw = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED)
-        return NULL;
-    char *p = (char *)(((uintptr_t)raw + len - 1) & ~(uintptr_t)(len - 1));
-    p[len - 1] = 1;
-    mprotect(p, 4096, PROT_NONE);
-    return p;
-}
-
-struct crowd {
-    pthread_t t[NTHREADS];
-    struct hp_stack *s[NTHREADS];
-};
-
-static int start_crowd(enum kind k, struct crowd *c)
-{
-    for (int i = 0; i < NTHREADS; i++) {
-        int rc;
-        if (k == GLIBC) {
-            rc = pthread_create(&c->t[i], NULL, worker, NULL);
-        } else if (k == TRAP) {
-            char *p = trap_stack();
-            pthread_attr_t attr;
-            pthread_attr_init(&attr);
-            pthread_attr_setstack(&attr, p + 4096, 2 * MIB - 4096);
-            rc = p ? pthread_create(&c->t[i], &attr, worker, NULL) : -1;
-            pthread_attr_destroy(&attr);
-        } else {
-            struct hp_stack_opts o = HP_STACK_OPTS_INIT;
-            o.flags = k == HUGE_THP ? HP_STACK_THP : k == HUGE_TLB ? HP_STACK_HUGETLB : 0;
-            rc = hp_stack_thread_create(&c->s[i], 2 * MIB, &o, worker, NULL);
-            if (rc)
-                fprintf(stderr, "hp_stack_thread_create: %s\n", hp_last_error_detail());
-        }
-        if (rc)
-            return -1;
-    }
-    pthread_barrier_wait(&touched);
-    return 0;
-}
-
-static void stop_crowd(enum kind k, struct crowd *c)
-{
-    pthread_barrier_wait(&release);
-    for (int i = 0; i < NTHREADS; i++) {
-        if (k >= LEAN)
-            hp_stack_thread_join(c->s[i], NULL);
-        else
-            pthread_join(c->t[i], NULL);
-    }
-}
+static size_t touch_bytes;  /* stack each crowd thread touches */
 
 /* shared[0] = RSS growth in KiB, [1] = huge bytes / resident bytes of the
  * hp stacks, [2] = seconds until every thread had touched its stack,
  * [3] = minor faults in that time. */
 static int crowd_child(int arg)
 {
-    enum kind k = (enum kind)arg;
-    static struct crowd c;
-    pthread_barrier_init(&touched, NULL, NTHREADS + 1);
-    pthread_barrier_init(&release, NULL, NTHREADS + 1);
+    enum st_kind k = (enum st_kind)arg;
+    static struct st_crowd c;
     hp_backend_count();  /* libhp loaded before the baseline */
     struct rusage ru0, ru1;
     long before = rss_kb();
     getrusage(RUSAGE_SELF, &ru0);
     double t0 = now_s();
-    if (start_crowd(k, &c) != 0)
+    if (st_crowd_start(&c, k, 2 * MIB, touch_bytes) != 0)
         return 2;
     double t1 = now_s();
     getrusage(RUSAGE_SELF, &ru1);
@@ -193,7 +120,7 @@ static int crowd_child(int arg)
     shared[2] = t1 - t0;
     shared[3] = (double)(ru1.ru_minflt - ru0.ru_minflt);
     uint64_t huge = 0, resident = 0;
-    for (int i = 0; k >= LEAN && i < NTHREADS; i++) {
+    for (int i = 0; k >= ST_LEAN && i < NTHREADS; i++) {
         struct hp_stack_info info = HP_STACK_INFO_INIT;
         if (hp_stack_get_info(c.s[i], &info) != HP_OK)
             return 3;
@@ -201,7 +128,7 @@ static int crowd_child(int arg)
         resident += info.resident_bytes;
     }
     shared[1] = resident ? (double)huge / (double)resident : 0;
-    stop_crowd(k, &c);
+    st_crowd_stop(&c);
     return 0;
 }
 
@@ -226,7 +153,7 @@ static int hugetlb_ready(void)
 static void bench_rss(int reps)
 {
     const char *modes[] = {"always", "madvise"};
-    enum kind kinds[] = {GLIBC, TRAP, LEAN, HUGE_THP};
+    enum st_kind kinds[] = {ST_GLIBC, ST_TRAP, ST_LEAN, ST_THP};
     const int nk = 4;
     printf("\n### RSS of %d idle threads (each touched 16 KiB of stack), median of %d\n\n",
            NTHREADS, reps);
@@ -237,7 +164,7 @@ static void bench_rss(int reps)
         if (set_thp(modes[m]))
             return;
         hp_reprobe();
-        double kb[NKINDS][MAX_REPS], cov[NKINDS][MAX_REPS];
+        double kb[ST_NKINDS][MAX_REPS], cov[ST_NKINDS][MAX_REPS];
         for (int r = 0; r < reps; r++)
             for (int i = 0; i < nk; i++) {
                 if (in_child(crowd_child, kinds[i]) != 0)
@@ -249,7 +176,7 @@ static void bench_rss(int reps)
         for (int i = 0; i < nk; i++) {
             double med = median(kb[i], reps);
             char covs[32] = "-";
-            if (kinds[i] >= LEAN)
+            if (kinds[i] >= ST_LEAN)
                 snprintf(covs, sizeof(covs), "%.1f %%", 100 * median(cov[i], reps));
             printf("| %s | %s | %.1f MiB | %.3fx | %s |\n", modes[m], kind_names[kinds[i]],
                    med / 1024, med / glibc, covs);
@@ -260,7 +187,7 @@ static void bench_rss(int reps)
 
 static void bench_start(int reps, int tlb)
 {
-    enum kind kinds[] = {GLIBC, LEAN, HUGE_THP, HUGE_TLB};
+    enum st_kind kinds[] = {ST_GLIBC, ST_LEAN, ST_THP, ST_HUGETLB};
     const int nk = tlb ? 4 : 3;
     printf("\n### Start %d threads that each touch 1 MiB of stack (THP=madvise), median of %d"
            "\n\n", NTHREADS, reps);
@@ -282,7 +209,7 @@ static void bench_start(int reps, int tlb)
     double lean = median(t[1], reps);
     for (int i = 0; i < nk; i++) {
         char covs[32] = "-";
-        if (kinds[i] >= LEAN)
+        if (kinds[i] >= ST_LEAN)
             snprintf(covs, sizeof(covs), "%.1f %%", 100 * median(cov[i], reps));
         printf("| %s | %.2f ms | %.0f | %.2fx | %s |\n", kind_names[kinds[i]],
                1e3 * median(t[i], reps), median(faults[i], reps), median(t[i], reps) / lean,

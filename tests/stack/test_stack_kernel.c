@@ -5,6 +5,7 @@
  * Needs root; skips with the reason otherwise. */
 #include <hp.h>
 
+#include "st_crowd.h"
 #include "st_util.h"
 #include "support.h"
 
@@ -24,7 +25,7 @@
 #include <cmocka.h>
 
 #define MIB (UINT64_C(1) << 20)
-#define NTHREADS 128
+#define NTHREADS ST_CROWD
 #define THP_DIR "/sys/kernel/mm/transparent_hugepage"
 
 static const char *const modes[] = {"always", "madvise"};
@@ -54,121 +55,41 @@ static volatile long *shared;
 
 /* ---- 128 idle threads ---- */
 
-enum stack_kind { GLIBC, TRAP, HP_LEAN, HP_HUGE, HP_HUGETLB };
 static const char *const kind_names[] = {"glibc default", "user 2 MiB aligned, guard inside",
                                          "hp lean", "hp huge (THP)", "hp huge (hugetlb)"};
 
-static pthread_barrier_t touched, release;
-
-static void *idle_thread(void *arg)
+/* The warm-up thread: touches as much stack as a crowd thread does. */
+static void *warm_up(void *arg)
 {
-    (void)arg;
     volatile char buf[16384];
     for (size_t i = 0; i < sizeof(buf); i += 512)
         buf[i] = 1;
-    pthread_barrier_wait(&touched);
-    pthread_barrier_wait(&release);
-    return NULL;
-}
-
-/* The seed's trap: a 2 MiB-aligned stack, written at its top (the thread
- * descriptor) before its lowest page becomes the guard. Under THP=always the
- * write faults in a huge page; the mprotect splits it, all of it resident. */
-static void *trap_stack(void)
-{
-    size_t len = 2 * MIB;
-    char *raw = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED)
-        return NULL;
-    char *p = (char *)(((uintptr_t)raw + len - 1) & ~(uintptr_t)(len - 1));
-    p[len - 1] = 1;
-    mprotect(p, 4096, PROT_NONE);
-    return p;
-}
-
-struct crowd {
-    pthread_t t[NTHREADS];
-    struct hp_stack *s[NTHREADS];
-};
-
-static int start_crowd(enum stack_kind kind, size_t size, struct crowd *c)
-{
-    pthread_barrier_init(&touched, NULL, NTHREADS + 1);
-    pthread_barrier_init(&release, NULL, NTHREADS + 1);
-    for (int i = 0; i < NTHREADS; i++) {
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        int rc = 0;
-        struct hp_stack_opts o = HP_STACK_OPTS_INIT;
-        switch (kind) {
-        case GLIBC:
-            rc = pthread_create(&c->t[i], NULL, idle_thread, NULL);
-            break;
-        case TRAP: {
-            char *p = trap_stack();
-            if (!p)
-                return -1;
-            pthread_attr_setstack(&attr, p + 4096, 2 * MIB - 4096);
-            rc = pthread_create(&c->t[i], &attr, idle_thread, NULL);
-            break;
-        }
-        default:
-            o.flags = kind == HP_HUGE ? HP_STACK_THP : kind == HP_HUGETLB ? HP_STACK_HUGETLB : 0;
-            rc = hp_stack_thread_create(&c->s[i], size, &o, idle_thread, NULL);
-            if (rc)
-                print_message("# thread %d: %s\n", i, hp_last_error_detail());
-        }
-        pthread_attr_destroy(&attr);
-        if (rc)
-            return -1;
-    }
-    pthread_barrier_wait(&touched);
-    return 0;
-}
-
-static void stop_crowd(enum stack_kind kind, struct crowd *c)
-{
-    pthread_barrier_wait(&release);
-    for (int i = 0; i < NTHREADS; i++) {
-        if (kind >= HP_LEAN)
-            hp_stack_thread_join(c->s[i], NULL);
-        else
-            pthread_join(c->t[i], NULL);
-    }
-    pthread_barrier_destroy(&touched);
-    pthread_barrier_destroy(&release);
+    return arg;
 }
 
 /* In a fresh child: RSS growth (KiB) for 128 idle threads of one kind. */
 static int rss_child(void *arg)
 {
-    enum stack_kind kind = (enum stack_kind)(uintptr_t)arg;
-    static struct crowd c;
+    enum st_kind kind = (enum st_kind)(uintptr_t)arg;
+    static struct st_crowd c;
     /* Warm up libhp and glibc alike: one thread of the same kind first. */
     signal(SIGFPE, SIG_DFL);  /* the parent's knob restorer must not run here */
     signal(SIGSEGV, SIG_DFL);
     struct hp_stack *w;
-    pthread_barrier_init(&touched, NULL, 2);
-    pthread_barrier_init(&release, NULL, 2);
-    if (hp_stack_thread_create(&w, 8 * MIB, NULL, idle_thread, NULL) == HP_OK) {
-        pthread_barrier_wait(&touched);
-        pthread_barrier_wait(&release);
+    if (hp_stack_thread_create(&w, 8 * MIB, NULL, warm_up, NULL) == HP_OK)
         hp_stack_thread_join(w, NULL);
-    }
-    pthread_barrier_destroy(&touched);
-    pthread_barrier_destroy(&release);
     hp_stack_cache_trim();
     long before = st_rss_kb();
-    if (start_crowd(kind, 8 * MIB, &c) != 0)
+    if (st_crowd_start(&c, kind, 8 * MIB, 16384) != 0)
         return 2;
     shared[0] = st_rss_kb() - before;
     shared[1] = 0;
-    for (int i = 0; kind == HP_LEAN && i < NTHREADS; i++) {
+    for (int i = 0; kind == ST_LEAN && i < NTHREADS; i++) {
         struct st_vma v;
         if (st_vma_at((uintptr_t)hp_stack_base(c.s[i]), &v) || !v.nohuge)
             shared[1]++;  /* a lean stack without VmFlags nh */
     }
-    stop_crowd(kind, &c);
+    st_crowd_stop(&c);
     return 0;
 }
 
@@ -183,7 +104,7 @@ static void lean_rss_like_glibc(void **state)
     need_root();
     for (size_t m = 0; m < 2; m++) {
         assert_int_equal(set_thp(modes[m]), 0);
-        enum stack_kind kinds[] = {GLIBC, HP_LEAN, TRAP};
+        enum st_kind kinds[] = {ST_GLIBC, ST_LEAN, ST_TRAP};
         long kb[3][3];
         for (int rep = 0; rep < 3; rep++) {
             for (int k = 0; k < 3; k++) {  /* interleaved */
@@ -192,7 +113,7 @@ static void lean_rss_like_glibc(void **state)
                     print_message("# %s child: status 0x%x\n", kind_names[kinds[k]], st);
                 assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
                 kb[k][rep] = shared[0];
-                if (kinds[k] == HP_LEAN)
+                if (kinds[k] == ST_LEAN)
                     assert_int_equal(shared[1], 0);
             }
         }
@@ -234,7 +155,7 @@ static void lean_never_huge(void **state)
 
 /* ---- 128 huge stacks ---- */
 
-static void check_huge_crowd(struct crowd *c, uint32_t want_kind)
+static void check_huge_crowd(struct st_crowd *c, uint32_t want_kind)
 {
     for (int i = 0; i < NTHREADS; i++) {
         struct hp_stack_info info = HP_STACK_INFO_INIT;
@@ -275,12 +196,12 @@ static void huge_thp_crowd(void **state)
 {
     (void)state;
     need_root();
-    static struct crowd c;
+    static struct st_crowd c;
     for (size_t m = 0; m < 2; m++) {
         assert_int_equal(set_thp(modes[m]), 0);
-        assert_int_equal(start_crowd(HP_HUGE, 2 * MIB, &c), 0);
+        assert_int_equal(st_crowd_start(&c, ST_THP, 2 * MIB, 16384), 0);
         check_huge_crowd(&c, HP_KIND_THP);
-        stop_crowd(HP_HUGE, &c);
+        st_crowd_stop(&c);
         hp_stack_cache_trim();
     }
 }
@@ -302,16 +223,16 @@ static void huge_hugetlb_crowd(void **state)
 {
     (void)state;
     need_root();
-    static struct crowd c;
+    static struct st_crowd c;
     assert_int_equal(set_thp("madvise"), 0);
     if (grow_pool(NTHREADS + 8) != 0) {
         print_message("# skipped: the kernel would not grow the 2 MiB pool\n");
         skip();
     }
     long free0 = pool_get(2048, "free_hugepages");
-    assert_int_equal(start_crowd(HP_HUGETLB, 2 * MIB, &c), 0);
+    assert_int_equal(st_crowd_start(&c, ST_HUGETLB, 2 * MIB, 16384), 0);
     check_huge_crowd(&c, HP_KIND_HUGETLB);
-    stop_crowd(HP_HUGETLB, &c);
+    st_crowd_stop(&c);
     /* HP_STACK_HUGE prefers the reserved pool while it has room. */
     struct hp_stack *s = hp_stack_create(2 * MIB, HP_STACK_HUGE);
     struct hp_stack_info info = HP_STACK_INFO_INIT;
