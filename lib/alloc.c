@@ -204,14 +204,18 @@ static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
 {
     if (b->kind == HP_KIND_BASE || b->kind == HP_KIND_OTHER)
         return NULL;
-    struct hp_block *blk = calloc(1, sizeof(*blk));
+    /* Most calls miss: take into a local first, allocate the record only
+     * on a hit. */
+    struct hp_block got = {0};
     uint64_t dirty;
-    if (!blk)
+    if (hp_cache_take(b, page_size, r->len, &got, &dirty) != HP_OK)
         return NULL;
-    if (hp_cache_take(b, page_size, r->len, blk, &dirty) != HP_OK) {
-        free(blk);
+    struct hp_block *blk = malloc(sizeof(*blk));
+    if (!blk) {
+        b->ops->unmap(&got.m);
         return NULL;
     }
+    *blk = got;
     blk->backend = b;
     if (!(r->flags & HP_F_NOZERO))
         hp_zero_reused(blk->m.addr, dirty < blk->m.len ? dirty : blk->m.len,
