@@ -102,7 +102,9 @@ struct hp_block_info {
 
 /* Describe the block starting at p. Returns HP_OK, HP_EINVAL (info NULL or
  * info->size too small), HP_EFOREIGN, HP_EINTERIOR or HP_EDOUBLEFREE.
- * huge_bytes is read from the kernel (smaps, or the backend's own measure).
+ * huge_bytes is read from the kernel now: page flags (/proc/self/pagemap and
+ * /proc/kpageflags, exact for hugetlb, THP and mTHP) where they are readable,
+ * else smaps, or the backend's own measure.
  * Thread-safe. */
 HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info);
 

@@ -18,8 +18,10 @@
  *
  * The core serialises nothing for the plugin: map, unmap, remap, advise and
  * huge_bytes are called concurrently from many threads and must be
- * thread-safe. probe is called once at load and again (from any thread) when
- * the plugin sets HP_CAPS_REPROBE. Every op returns HP_OK or a negative
+ * thread-safe. probe is called once at load, again (from any thread) before
+ * requests that could use the backend when it sets HP_CAPS_REPROBE (at most
+ * every 100 ms), and on hp_reprobe(); calls are serialised per backend.
+ * Every op returns HP_OK or a negative
  * hp_error code and may call host->set_detail to explain a failure.
  */
 #ifndef HP_BACKEND_H

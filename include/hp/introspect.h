@@ -41,7 +41,8 @@ struct hp_backend_info {
 HP_EXTERN(int32_t) hp_backend_count(void);
 
 /* Fill info for entry index (0 <= index < hp_backend_count()). Pool figures
- * are re-read now. Returns HP_OK, HP_ERANGE or HP_EINVAL. Thread-safe. */
+ * are at most 100 ms old (hp_reprobe() refreshes everything at once).
+ * Returns HP_OK, HP_ERANGE or HP_EINVAL. Thread-safe. */
 HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info);
 
 /* Probe every backend again now. libhp reads pool counters again at most
