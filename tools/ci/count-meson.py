@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Print "PASSED FAILED" for a meson testlog.json.
+"""Print "PASSED FAILED SKIPPED" for a meson testlog.json.
 
-TAP tests count one per subtest ("ok N", "not ok N"; "# SKIP" counts as
+TAP output counts one per subtest ("ok N", "not ok N"; "# SKIP" counts as
 neither); other tests count one each. A test that failed outside its
 subtests (crash, timeout) adds one failure."""
 import json
@@ -9,13 +9,16 @@ import re
 import sys
 
 TAP = re.compile(r"^(not ok|ok)\b(.*)$")
-passed = failed = 0
+passed = failed = skipped = 0
 for line in open(sys.argv[1]):
     r = json.loads(line)
     p = f = 0
     for out in (r.get("stdout") or "").splitlines():
         m = TAP.match(out)
-        if not m or "# SKIP" in m.group(2).upper():
+        if not m:
+            continue
+        if "# SKIP" in m.group(2).upper():
+            skipped += 1
             continue
         if m.group(1) == "ok":
             p += 1
@@ -28,4 +31,4 @@ for line in open(sys.argv[1]):
         f = 1
     passed += p
     failed += f
-print(passed, failed)
+print(passed, failed, skipped)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole libhp test suite, as README.md gives it: installs what it needs
 # (Debian packages), builds, runs every stage in tools/ci/stages in order,
-# and ends with one plain line "N passed, N failed".
+# and ends with one plain line "N passed, N failed, N skipped".
 #
-# Each stage is a script that may append "PASSED FAILED" lines to
+# Each stage is a script that may append "PASSED FAILED [SKIPPED]" lines to
 # $HP_RESULTS; a stage that exits non-zero counts as one failure more.
 set -u
 cd "$(dirname "$0")/../.."
@@ -22,7 +22,9 @@ for stage in tools/ci/stages/*.sh; do
   fi
   echo "=== stage $name took $(( $(date +%s) - start )) s"
 done
-passed=0 failed=$stage_failures
-while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < "$HP_RESULTS"
-echo "$passed passed, $failed failed"
+passed=0 failed=$stage_failures skipped=0
+while read -r p f s; do
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + ${s:-0}))
+done < "$HP_RESULTS"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
