@@ -4,11 +4,13 @@
 #include "measure.h"
 #include "options.h"
 #include "os.h"
+#include "trust.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,27 +47,54 @@ static void init_host(struct hp_host *h)
     h->base_page_size = hp_os_page_size();
 }
 
-static struct hp_backend *new_entry(const char *path)
+/* dir/file on the heap, or NULL. */
+static char *join_path(const char *dir, const char *file)
 {
-    if (core.n == HP_MAX_BACKENDS) {
-        hp_log("loader: more than %d backends, ignoring %s", HP_MAX_BACKENDS, path);
-        return NULL;
+    size_t d = strlen(dir), f = strlen(file);
+    int slash = d > 0 && dir[d - 1] == '/';
+    char *p = malloc(d + f + 2);
+    if (p)
+        snprintf(p, d + f + 2, "%s%s%s", dir, slash ? "" : "/", file);
+    return p;
+}
+
+/* Record a refused file or directory (path is taken over; NULL is fine). */
+static void add_rejected(char *path, const char *name, const char *reason)
+{
+    hp_log("loader: rejected %s: %s", path ? path : "?", reason);
+    struct hp_rejected *r = realloc(core.rejected, (core.n_rejected + 1) * sizeof(*r));
+    if (!r) {
+        free(path);
+        return;
     }
-    struct hp_backend *b = &core.backends[core.n++];
+    core.rejected = r;
+    r += core.n_rejected++;
+    r->path = path;
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    snprintf(r->reason, sizeof(r->reason), "%s", reason);
+}
+
+/* The next free slot of the table, cleared; it joins the table only when
+ * its backend is adopted. */
+static struct hp_backend *scratch(char *path)
+{
+    struct hp_backend *b = &core.backends[core.n];
     memset(b, 0, sizeof(*b));
-    pthread_mutex_init(&b->caps_lock, NULL);
-    snprintf(b->path, sizeof(b->path), "%s", path);
+    b->fd = -1;
+    b->path = path;
     return b;
 }
 
 static int reject(struct hp_backend *b, const char *fmt, const char *arg)
 {
-    snprintf(b->reason, sizeof(b->reason), fmt, arg ? arg : "");
-    b->ops = NULL;
+    char reason[256];
+    snprintf(reason, sizeof(reason), fmt, arg ? arg : "");
     if (b->dl)
         dlclose(b->dl);
-    b->dl = NULL;
-    hp_log("loader: rejected %s: %s", b->path, b->reason);
+    if (b->fd >= 0)
+        close(b->fd);
+    add_rejected(b->path, b->name, reason);
+    memset(b, 0, sizeof(*b));
     return -1;
 }
 
@@ -84,7 +113,8 @@ static int probe(struct hp_backend *b)
     return rc;
 }
 
-/* Check a descriptor and adopt it; on failure the entry keeps the reason. */
+/* Check a descriptor and adopt the scratch slot b into the table; on
+ * failure the file is listed as rejected with the reason. */
 static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
 {
     const size_t min_size = offsetof(struct hp_backend_ops, unmap) + sizeof(ops->unmap);
@@ -102,9 +132,8 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
     snprintf(b->name, sizeof(b->name), "%s", ops->name);
     if (!ops->probe || !ops->map || !ops->unmap)
         return reject(b, "mandatory op missing (probe, map and unmap are required)%s", NULL);
-    for (unsigned i = 0; i + 1 < core.n; i++)
-        if (core.backends[i].ops && !strcmp(core.backends[i].name, ops->name))
-            return reject(b, "duplicate backend name \"%s\"", ops->name);
+    if (hp_backend_by_name(&core, ops->name))
+        return reject(b, "duplicate backend name \"%s\"", ops->name);
     b->ops = ops;
     b->kind = ops->kind;
     int rc = probe(b);
@@ -113,39 +142,70 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
         snprintf(why, sizeof(why), "%s (%.150s)", hp_error_name(rc), hp_last_error_detail());
         return reject(b, "probe failed: %s", why);
     }
-    hp_log("loader: %s from %s: %s, %s", b->name, b->path,
+    pthread_mutex_init(&b->caps_lock, NULL);
+    core.n++;
+    hp_log("loader: %s from %s: %s, %s", b->name, b->path ? b->path : "?",
            b->caps.available ? "available" : "unavailable", b->caps.reason);
     return 0;
 }
 
-/* Refuse files a stranger could have written (README "Plugin trust"). */
-static const char *untrusted_file(const struct stat *st)
+static int named(struct dl_phdr_info *info, size_t size, void *name)
 {
-    if (!S_ISREG(st->st_mode))
-        return "not a regular file";
-    if (st->st_uid != 0 && st->st_uid != geteuid())
-        return "owned by neither root nor the running user";
-    if (st->st_mode & S_IWOTH)
-        return "writable by others";
-    return NULL;
+    (void)size;
+    return info->dlpi_name && !strcmp(info->dlpi_name, name);
+}
+
+/* dlopen the file open at b->fd, by its /proc/self/fd name: the dynamic
+ * linker then opens that very inode, whatever happens to the name in the
+ * directory (fs/proc/base.c, proc_fd_link). glibc returns an object that
+ * is already loaded under the same name without opening anything
+ * (_dl_map_object), so a name in use is first made unique by moving the
+ * descriptor to a higher number. */
+static int load_fd(struct hp_backend *b)
+{
+    char name[40];
+    struct stat st, via;
+    for (int tries = 0;; tries++) {
+        snprintf(name, sizeof(name), "/proc/self/fd/%d", b->fd);
+        if (!dl_iterate_phdr(named, name))
+            break;
+        int fd = tries < 8 ? fcntl(b->fd, F_DUPFD_CLOEXEC, b->fd + 1) : -1;
+        if (fd < 0)
+            return reject(b, "cannot load through %s: the name is taken", name);
+        close(b->fd);
+        b->fd = fd;
+    }
+    if (fstat(b->fd, &st) != 0 || stat(name, &via) != 0)
+        return reject(b, "cannot load through /proc/self/fd (%s); plugins are only ever loaded "
+                      "by descriptor, and that needs /proc", strerror(errno));
+    if (st.st_dev != via.st_dev || st.st_ino != via.st_ino)
+        return reject(b, "%s is not the opened file (/proc is not the kernel's procfs)", name);
+    b->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!b->dl)
+        return reject(b, "dlopen failed: %s", dlerror());
+    return 0;
 }
 
 static int load_plugin(int dirfd, const char *dir, const char *file)
 {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    struct hp_backend *b = new_entry(path);
-    if (!b)
+    char *path = join_path(dir, file);
+    if (!path) {
+        hp_log("loader: out of memory, ignoring %s", file);
         return -1;
-    struct stat st;
-    if (fstatat(dirfd, file, &st, 0) != 0)
-        return reject(b, "cannot stat: %s", strerror(errno));
-    const char *why = untrusted_file(&st);
-    if (why)
+    }
+    struct hp_backend *b = scratch(path);
+    if (core.n >= HP_MAX_BACKENDS - 1) {
+        char why[64];
+        snprintf(why, sizeof(why), "%d", HP_MAX_BACKENDS - 1);
+        return reject(b, "not loaded: %s plugins are loaded already, the most libhp keeps "
+                      "(one more slot is the built-in fallback's)", why);
+    }
+    char why[200];
+    b->fd = hp_trust_open_file(dirfd, file, why, sizeof(why));
+    if (b->fd < 0)
         return reject(b, "untrusted file: %s", why);
-    b->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!b->dl)
-        return reject(b, "dlopen failed: %s", dlerror());
+    if (load_fd(b) != 0)
+        return -1;
     hp_backend_entry_fn entry;
     *(void **)&entry = dlsym(b->dl, HP_BACKEND_ENTRY_NAME);
     if (!entry)
@@ -164,38 +224,57 @@ static int ends_with_so(const char *name)
     return n > 3 && !strcmp(name + n - 3, ".so");
 }
 
+/* Every *.so name in d, sorted (so the load order does not depend on the
+ * directory's); *n_out names. NULL if there are none. */
+static char **list_plugins(DIR *d, size_t *n_out)
+{
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !ends_with_so(e->d_name))
+            continue;
+        if (n == cap) {
+            char **more = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof(*names));
+            if (!more)
+                break;
+            names = more;
+        }
+        if ((names[n] = strdup(e->d_name)))
+            n++;
+    }
+    if (n)
+        qsort(names, n, sizeof(*names), by_name);
+    *n_out = n;
+    return names;
+}
+
 static void scan_dir(const char *dir)
 {
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        hp_log("loader: no backend directory %s (%s); built-in fallback only", dir,
-               strerror(errno));
+    char why[512];
+    int fd = hp_trust_open_dir(dir, why, sizeof(why));
+    if (fd == -ENOENT) {
+        hp_log("loader: no backend directory %s (%s); built-in fallback only", dir, why);
         return;
     }
-    if (!S_ISDIR(st.st_mode) || ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))) {
-        struct hp_backend *b = new_entry(dir);
-        if (b)
-            reject(b, "untrusted backend directory: %s",
-                   S_ISDIR(st.st_mode) ? "world-writable without the sticky bit"
-                                       : "not a directory");
+    if (fd < 0) {
+        char reason[600];
+        snprintf(reason, sizeof(reason), "untrusted backend directory: %s", why);
+        add_rejected(strdup(dir), "", reason);
         return;
     }
-    DIR *d = opendir(dir);
-    if (!d)
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
         return;
-    char *names[HP_MAX_BACKENDS];
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < HP_MAX_BACKENDS) {
-        if (e->d_name[0] != '.' && ends_with_so(e->d_name))
-            names[n] = strdup(e->d_name), n += names[n] != NULL;
     }
-    /* Sorted, so the table order does not depend on the directory's. */
-    qsort(names, n, sizeof(*names), by_name);
+    size_t n;
+    char **names = list_plugins(d, &n);
     for (size_t i = 0; i < n; i++) {
         load_plugin(dirfd(d), dir, names[i]);
         free(names[i]);
     }
+    free(names);
     closedir(d);
 }
 
@@ -226,11 +305,8 @@ static void load_all(void)
     }
     scan_dir(o->backend_path);
     /* The base-page backend is always there, even with no plugin directory. */
-    if (!hp_backend_by_name(&core, "fallback")) {
-        struct hp_backend *b = new_entry("builtin");
-        if (b)
-            adopt(b, hp_builtin_fallback(&core.host));
-    }
+    if (!hp_backend_by_name(&core, "fallback"))
+        adopt(scratch(strdup("builtin")), hp_builtin_fallback(&core.host));
     /* HP_BACKENDS must name backends that exist (loaded or rejected). */
     for (unsigned pass = 0; pass < 2 && core.init_error == HP_OK; pass++) {
         unsigned n = pass ? o->n_never : o->n_only;
@@ -239,6 +315,8 @@ static void load_all(void)
             int known = 0;
             for (unsigned k = 0; k < core.n; k++)
                 known |= !strcmp(core.backends[k].name, name);
+            for (unsigned k = 0; k < core.n_rejected; k++)
+                known |= !strcmp(core.rejected[k].name, name);
             if (!known) {
                 core.init_error = HP_EENV;
                 snprintf(core.init_detail, sizeof(core.init_detail),
