@@ -16,6 +16,17 @@
  * exports exactly one symbol, HP_BACKEND_ENTRY, which returns a pointer to a
  * static const struct hp_backend_ops.
  *
+ * Which files load (README "Plugin trust"): a plugin is a regular file, not
+ * a symbolic link, named *.so, owned by root or the user running the
+ * program, not writable by others and not writable by its group unless the
+ * group is root's (gid 0); the directory it is in and every directory above
+ * it, up to "/", obey the same owner and write rules (sticky bit or not).
+ * The loader opens the file with O_NOFOLLOW, checks the open descriptor,
+ * and dlopens that descriptor (/proc/self/fd/N, so /proc must be mounted):
+ * constructors run only in files that passed. Files load in byte order of
+ * their names; at most 31 plugins load, a file past that is refused with a
+ * reason, and the built-in fallback always has a slot of its own.
+ *
  * The core serialises nothing for the plugin: map, unmap, remap, advise and
  * huge_bytes are called concurrently from many threads and must be
  * thread-safe. probe is called once at load, again (from any thread) before
