@@ -100,17 +100,81 @@ static int reject(struct hp_backend *b, const char *fmt, const char *arg)
 
 static uint64_t now_ns(void);
 
-static int probe(struct hp_backend *b)
+/* Why a capability record cannot be believed, in buf; NULL if it can. The
+ * selection relies on these (hp/backend.h: ascending powers of two). */
+static const char *invalid_caps(const struct hp_backend_caps *c, char *buf, size_t cap)
+{
+    if (c->n_page_sizes > HP_MAX_PAGE_SIZES) {
+        snprintf(buf, cap, "n_page_sizes is %u, at most %d", c->n_page_sizes, HP_MAX_PAGE_SIZES);
+        return buf;
+    }
+    for (uint32_t i = 0; i < c->n_page_sizes; i++) {
+        unsigned long long s = c->page_sizes[i];
+        if (s == 0 || (s & (s - 1))) {
+            snprintf(buf, cap, "page size %llu is not a power of two", s);
+            return buf;
+        }
+        if (s < core.host.base_page_size) {
+            snprintf(buf, cap, "page size %llu is below the base page size", s);
+            return buf;
+        }
+        if (i && s <= c->page_sizes[i - 1]) {
+            snprintf(buf, cap, "page sizes not ascending (%llu after %llu)", s,
+                     (unsigned long long)c->page_sizes[i - 1]);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* Call b's probe into *out; on failure, why says so with the plugin's own
+ * words (its error detail and its caps reason). */
+static int probe(struct hp_backend *b, struct hp_backend_caps *out, char *why, size_t cap)
+{
+    struct hp_backend_caps caps;
+    memset(&caps, 0, sizeof(caps));
+    caps.size = sizeof(caps);
+    /* Logged before the call: if the probe crashes, the log names the file. */
+    hp_log("loader: probing %s (%s)", b->path ? b->path : "?", b->name);
+    hp_set_detail("");
+    int rc = b->ops->probe(&caps);
+    caps.reason[sizeof(caps.reason) - 1] = '\0';
+    if (rc != HP_OK) {
+        const char *detail = hp_last_error_detail();
+        int both = detail[0] && caps.reason[0];
+        snprintf(why, cap, "probe failed: %s: %.100s%s%.100s", hp_error_name(rc),
+                 detail[0] || caps.reason[0] ? detail : "(the plugin gave no reason)",
+                 both ? "; " : "", caps.reason);
+        return rc;
+    }
+    char buf[128];
+    const char *bad = invalid_caps(&caps, buf, sizeof(buf));
+    if (bad) {
+        snprintf(why, cap, "invalid capability record: %s", bad);
+        return HP_EBACKEND;
+    }
+    *out = caps;
+    return HP_OK;
+}
+
+/* A third-party backend is probed only once a request or HP_BACKENDS names
+ * it: nobody else's process depends on its probe. */
+static void defer_probe(struct hp_backend *b)
 {
     memset(&b->caps, 0, sizeof(b->caps));
     b->caps.size = sizeof(b->caps);
-    hp_set_detail("");
-    int rc = b->ops->probe(&b->caps);
-    b->probed_ns = now_ns();
-    b->caps.reason[sizeof(b->caps.reason) - 1] = '\0';
-    if (b->caps.n_page_sizes > HP_MAX_PAGE_SIZES)
-        b->caps.n_page_sizes = HP_MAX_PAGE_SIZES;
-    return rc;
+    snprintf(b->caps.reason, sizeof(b->caps.reason),
+             "not probed: kind other, probed when named (hp_alloc_opts.backend or HP_BACKENDS)");
+    b->deferred = 1;
+}
+
+static int named_in_env(const char *name)
+{
+    const struct hp_options *o = hp_options();
+    for (unsigned i = 0; i < o->n_only; i++)
+        if (!strcmp(o->only[i], name))
+            return 1;
+    return 0;
 }
 
 /* Check a descriptor and adopt the scratch slot b into the table; on
@@ -136,11 +200,13 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
         return reject(b, "duplicate backend name \"%s\"", ops->name);
     b->ops = ops;
     b->kind = ops->kind;
-    int rc = probe(b);
-    if (rc != HP_OK) {
-        char why[200];
-        snprintf(why, sizeof(why), "%s (%.150s)", hp_error_name(rc), hp_last_error_detail());
-        return reject(b, "probe failed: %s", why);
+    if (ops->kind == HP_KIND_OTHER && !named_in_env(ops->name)) {
+        defer_probe(b);
+    } else {
+        char why[256];
+        if (probe(b, &b->caps, why, sizeof(why)) != HP_OK)
+            return reject(b, "%s", why);
+        b->probed_ns = now_ns();
     }
     pthread_mutex_init(&b->caps_lock, NULL);
     core.n++;
@@ -180,6 +246,7 @@ static int load_fd(struct hp_backend *b)
                       "by descriptor, and that needs /proc", strerror(errno));
     if (st.st_dev != via.st_dev || st.st_ino != via.st_ino)
         return reject(b, "%s is not the opened file (/proc is not the kernel's procfs)", name);
+    hp_log("loader: loading %s (as %s)", b->path, name);
     b->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!b->dl)
         return reject(b, "dlopen failed: %s", dlerror());
@@ -357,17 +424,42 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Probe again; keep the old figures if the probe fails. Caller holds caps_lock. */
+/* Probe again; keep the old figures if the probe fails or its record is
+ * invalid. Caller holds caps_lock. */
 static void reprobe_locked(struct hp_backend *b)
 {
-    struct hp_backend_caps fresh = {.size = sizeof(fresh)};
-    if (b->ops->probe(&fresh) == HP_OK) {
-        fresh.reason[sizeof(fresh.reason) - 1] = '\0';
-        if (fresh.n_page_sizes > HP_MAX_PAGE_SIZES)
-            fresh.n_page_sizes = HP_MAX_PAGE_SIZES;
+    if (b->deferred)
+        return;
+    struct hp_backend_caps fresh;
+    char why[256];
+    if (probe(b, &fresh, why, sizeof(why)) == HP_OK)
         b->caps = fresh;
-    }
+    else
+        hp_log("loader: %s keeps its last figures: %s", b->name, why);
     b->probed_ns = now_ns();
+}
+
+void hp_backend_use_named(struct hp_core *c, const char *name)
+{
+    struct hp_backend *b = hp_backend_by_name(c, name);
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->caps_lock);
+    if (b->deferred) {
+        char why[256];
+        struct hp_backend_caps caps;
+        if (probe(b, &caps, why, sizeof(why)) == HP_OK) {
+            b->caps = caps;
+        } else {
+            memset(&b->caps, 0, sizeof(b->caps));
+            b->caps.size = sizeof(b->caps);
+            snprintf(b->caps.reason, sizeof(b->caps.reason), "%s", why);
+            hp_log("loader: %s: %s", b->name, why);
+        }
+        b->probed_ns = now_ns();
+        b->deferred = 0;
+    }
+    pthread_mutex_unlock(&b->caps_lock);
 }
 
 void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,

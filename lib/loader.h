@@ -25,6 +25,8 @@ struct hp_backend {
     int fd;                             /* the plugin file, open while it is loaded
                                            (its dlopen name is /proc/self/fd/N); -1 */
     uint32_t kind;
+    int deferred;                       /* HP_KIND_OTHER not named yet: probe never
+                                           called (guarded by caps_lock) */
     pthread_mutex_t caps_lock;          /* guards caps during re-probe */
     struct hp_backend_caps caps;
     uint64_t probed_ns;                 /* CLOCK_MONOTONIC of the last probe; 0 = stale */
@@ -69,7 +71,13 @@ void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,
 /* Mark b's figures stale: a map failed, so the next request re-reads them. */
 void hp_backend_mark_stale(struct hp_backend *b);
 
-/* Probe every loaded backend now (hp_reprobe). */
+/* A request names backend `name` (hp_alloc_opts.backend): a plugin of kind
+ * HP_KIND_OTHER, whose probe is not called until it is named, is probed
+ * now (once). Unknown names are ignored. */
+void hp_backend_use_named(struct hp_core *core, const char *name);
+
+/* Probe every loaded backend now (hp_reprobe); backends whose probe is
+ * deferred (HP_KIND_OTHER not named yet) stay unprobed. */
 int32_t hp_backends_reprobe(struct hp_core *core);
 
 /* Look a backend up by name; NULL if unknown. */
