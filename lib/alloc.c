@@ -376,6 +376,7 @@ HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts)
             hp_fail(HP_ENOBACKEND, "no loaded backend named \"%s\"", r.backend);
             return NULL;
         }
+        hp_backend_use_named(c, r.backend);  /* a third-party backend's first probe */
         /* b->caps is a hint (pool figures are re-read at most every
          * 100 ms): a backend the caller named is judged on fresh figures. */
         struct hp_backend_caps caps;

@@ -8,7 +8,8 @@
 
 HP_EXTERN(int32_t) hp_backend_count(void)
 {
-    return (int32_t)hp_core()->n;
+    struct hp_core *c = hp_core();
+    return (int32_t)(c->n + c->n_rejected);
 }
 
 HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info)
@@ -20,18 +21,23 @@ HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info)
         return hp_fail(HP_EINVAL, "hp_backend_get: info->size is %u, expected at least %zu",
                        info->size, min_info);
     struct hp_core *c = hp_core();
-    if (index >= c->n)
-        return hp_fail(HP_ERANGE, "hp_backend_get: index %u, only %u backends", index, c->n);
-    struct hp_backend *b = &c->backends[index];
+    if (index >= c->n + c->n_rejected)
+        return hp_fail(HP_ERANGE, "hp_backend_get: index %u, only %u backends", index,
+                       c->n + c->n_rejected);
     uint32_t size = info->size;
     struct hp_backend_info full = {.size = size};
-    snprintf(full.name, sizeof(full.name), "%s", b->name);
-    snprintf(full.path, sizeof(full.path), "%s", b->path);
-    if (!b->ops) {
-        snprintf(full.reason, sizeof(full.reason), "rejected: %s", b->reason);
+    if (index >= c->n) {
+        /* Display only: a path longer than the field is cut, never used. */
+        const struct hp_rejected *r = &c->rejected[index - c->n];
+        snprintf(full.name, sizeof(full.name), "%s", r->name);
+        snprintf(full.path, sizeof(full.path), "%s", r->path ? r->path : "");
+        snprintf(full.reason, sizeof(full.reason), "rejected: %.245s", r->reason);
     } else {
+        struct hp_backend *b = &c->backends[index];
         struct hp_backend_caps caps;
         hp_backend_caps_now(b, UINT64_MAX, 0, &caps);
+        snprintf(full.name, sizeof(full.name), "%s", b->name);
+        snprintf(full.path, sizeof(full.path), "%s", b->path ? b->path : "");
         full.available = caps.available ? 1 : 0;
         full.kind = b->kind;
         full.n_page_sizes = caps.n_page_sizes;

@@ -4,11 +4,13 @@
 #include "measure.h"
 #include "options.h"
 #include "os.h"
+#include "trust.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,46 +47,138 @@ static void init_host(struct hp_host *h)
     h->base_page_size = hp_os_page_size();
 }
 
-static struct hp_backend *new_entry(const char *path)
+/* dir/file on the heap, or NULL. */
+static char *join_path(const char *dir, const char *file)
 {
-    if (core.n == HP_MAX_BACKENDS) {
-        hp_log("loader: more than %d backends, ignoring %s", HP_MAX_BACKENDS, path);
-        return NULL;
+    size_t d = strlen(dir), f = strlen(file);
+    int slash = d > 0 && dir[d - 1] == '/';
+    char *p = malloc(d + f + 2);
+    if (p)
+        snprintf(p, d + f + 2, "%s%s%s", dir, slash ? "" : "/", file);
+    return p;
+}
+
+/* Record a refused file or directory (path is taken over; NULL is fine). */
+static void add_rejected(char *path, const char *name, const char *reason)
+{
+    hp_log("loader: rejected %s: %s", path ? path : "?", reason);
+    struct hp_rejected *r = realloc(core.rejected, (core.n_rejected + 1) * sizeof(*r));
+    if (!r) {
+        free(path);
+        return;
     }
-    struct hp_backend *b = &core.backends[core.n++];
+    core.rejected = r;
+    r += core.n_rejected++;
+    r->path = path;
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    snprintf(r->reason, sizeof(r->reason), "%s", reason);
+}
+
+/* The next free slot of the table, cleared; it joins the table only when
+ * its backend is adopted. */
+static struct hp_backend *scratch(char *path)
+{
+    struct hp_backend *b = &core.backends[core.n];
     memset(b, 0, sizeof(*b));
-    pthread_mutex_init(&b->caps_lock, NULL);
-    snprintf(b->path, sizeof(b->path), "%s", path);
+    b->fd = -1;
+    b->path = path;
     return b;
 }
 
 static int reject(struct hp_backend *b, const char *fmt, const char *arg)
 {
-    snprintf(b->reason, sizeof(b->reason), fmt, arg ? arg : "");
-    b->ops = NULL;
+    char reason[256];
+    snprintf(reason, sizeof(reason), fmt, arg ? arg : "");
     if (b->dl)
         dlclose(b->dl);
-    b->dl = NULL;
-    hp_log("loader: rejected %s: %s", b->path, b->reason);
+    if (b->fd >= 0)
+        close(b->fd);
+    add_rejected(b->path, b->name, reason);
+    memset(b, 0, sizeof(*b));
     return -1;
 }
 
 static uint64_t now_ns(void);
 
-static int probe(struct hp_backend *b)
+/* Why a capability record cannot be believed, in buf; NULL if it can. The
+ * selection relies on these (hp/backend.h: ascending powers of two). */
+static const char *invalid_caps(const struct hp_backend_caps *c, char *buf, size_t cap)
+{
+    if (c->n_page_sizes > HP_MAX_PAGE_SIZES) {
+        snprintf(buf, cap, "n_page_sizes is %u, at most %d", c->n_page_sizes, HP_MAX_PAGE_SIZES);
+        return buf;
+    }
+    for (uint32_t i = 0; i < c->n_page_sizes; i++) {
+        unsigned long long s = c->page_sizes[i];
+        if (s == 0 || (s & (s - 1))) {
+            snprintf(buf, cap, "page size %llu is not a power of two", s);
+            return buf;
+        }
+        if (s < core.host.base_page_size) {
+            snprintf(buf, cap, "page size %llu is below the base page size", s);
+            return buf;
+        }
+        if (i && s <= c->page_sizes[i - 1]) {
+            snprintf(buf, cap, "page sizes not ascending (%llu after %llu)", s,
+                     (unsigned long long)c->page_sizes[i - 1]);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* Call b's probe into *out; on failure, why says so with the plugin's own
+ * words (its error detail and its caps reason). */
+static int probe(struct hp_backend *b, struct hp_backend_caps *out, char *why, size_t cap)
+{
+    struct hp_backend_caps caps;
+    memset(&caps, 0, sizeof(caps));
+    caps.size = sizeof(caps);
+    /* Logged before the call: if the probe crashes, the log names the file. */
+    hp_log("loader: probing %s (%s)", b->path ? b->path : "?", b->name);
+    hp_set_detail("");
+    int rc = b->ops->probe(&caps);
+    caps.reason[sizeof(caps.reason) - 1] = '\0';
+    if (rc != HP_OK) {
+        const char *detail = hp_last_error_detail();
+        int both = detail[0] && caps.reason[0];
+        snprintf(why, cap, "probe failed: %s: %.100s%s%.100s", hp_error_name(rc),
+                 detail[0] || caps.reason[0] ? detail : "(the plugin gave no reason)",
+                 both ? "; " : "", caps.reason);
+        return rc;
+    }
+    char buf[128];
+    const char *bad = invalid_caps(&caps, buf, sizeof(buf));
+    if (bad) {
+        snprintf(why, cap, "invalid capability record: %s", bad);
+        return HP_EBACKEND;
+    }
+    *out = caps;
+    return HP_OK;
+}
+
+/* A third-party backend is probed only once a request or HP_BACKENDS names
+ * it: nobody else's process depends on its probe. */
+static void defer_probe(struct hp_backend *b)
 {
     memset(&b->caps, 0, sizeof(b->caps));
     b->caps.size = sizeof(b->caps);
-    hp_set_detail("");
-    int rc = b->ops->probe(&b->caps);
-    b->probed_ns = now_ns();
-    b->caps.reason[sizeof(b->caps.reason) - 1] = '\0';
-    if (b->caps.n_page_sizes > HP_MAX_PAGE_SIZES)
-        b->caps.n_page_sizes = HP_MAX_PAGE_SIZES;
-    return rc;
+    snprintf(b->caps.reason, sizeof(b->caps.reason),
+             "not probed: kind other, probed when named (hp_alloc_opts.backend or HP_BACKENDS)");
+    b->deferred = 1;
 }
 
-/* Check a descriptor and adopt it; on failure the entry keeps the reason. */
+static int named_in_env(const char *name)
+{
+    const struct hp_options *o = hp_options();
+    for (unsigned i = 0; i < o->n_only; i++)
+        if (!strcmp(o->only[i], name))
+            return 1;
+    return 0;
+}
+
+/* Check a descriptor and adopt the scratch slot b into the table; on
+ * failure the file is listed as rejected with the reason. */
 static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
 {
     const size_t min_size = offsetof(struct hp_backend_ops, unmap) + sizeof(ops->unmap);
@@ -102,50 +196,83 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
     snprintf(b->name, sizeof(b->name), "%s", ops->name);
     if (!ops->probe || !ops->map || !ops->unmap)
         return reject(b, "mandatory op missing (probe, map and unmap are required)%s", NULL);
-    for (unsigned i = 0; i + 1 < core.n; i++)
-        if (core.backends[i].ops && !strcmp(core.backends[i].name, ops->name))
-            return reject(b, "duplicate backend name \"%s\"", ops->name);
+    if (hp_backend_by_name(&core, ops->name))
+        return reject(b, "duplicate backend name \"%s\"", ops->name);
     b->ops = ops;
     b->kind = ops->kind;
-    int rc = probe(b);
-    if (rc != HP_OK) {
-        char why[200];
-        snprintf(why, sizeof(why), "%s (%.150s)", hp_error_name(rc), hp_last_error_detail());
-        return reject(b, "probe failed: %s", why);
+    if (ops->kind == HP_KIND_OTHER && !named_in_env(ops->name)) {
+        defer_probe(b);
+    } else {
+        char why[256];
+        if (probe(b, &b->caps, why, sizeof(why)) != HP_OK)
+            return reject(b, "%s", why);
+        b->probed_ns = now_ns();
     }
-    hp_log("loader: %s from %s: %s, %s", b->name, b->path,
+    pthread_mutex_init(&b->caps_lock, NULL);
+    core.n++;
+    hp_log("loader: %s from %s: %s, %s", b->name, b->path ? b->path : "?",
            b->caps.available ? "available" : "unavailable", b->caps.reason);
     return 0;
 }
 
-/* Refuse files a stranger could have written (README "Plugin trust"). */
-static const char *untrusted_file(const struct stat *st)
+static int named(struct dl_phdr_info *info, size_t size, void *name)
 {
-    if (!S_ISREG(st->st_mode))
-        return "not a regular file";
-    if (st->st_uid != 0 && st->st_uid != geteuid())
-        return "owned by neither root nor the running user";
-    if (st->st_mode & S_IWOTH)
-        return "writable by others";
-    return NULL;
+    (void)size;
+    return info->dlpi_name && !strcmp(info->dlpi_name, name);
+}
+
+/* dlopen the file open at b->fd, by its /proc/self/fd name: the dynamic
+ * linker then opens that very inode, whatever happens to the name in the
+ * directory (fs/proc/base.c, proc_fd_link). glibc returns an object that
+ * is already loaded under the same name without opening anything
+ * (_dl_map_object), so a name in use is first made unique by moving the
+ * descriptor to a higher number. */
+static int load_fd(struct hp_backend *b)
+{
+    char name[40];
+    struct stat st, via;
+    for (int tries = 0;; tries++) {
+        snprintf(name, sizeof(name), "/proc/self/fd/%d", b->fd);
+        if (!dl_iterate_phdr(named, name))
+            break;
+        int fd = tries < 8 ? fcntl(b->fd, F_DUPFD_CLOEXEC, b->fd + 1) : -1;
+        if (fd < 0)
+            return reject(b, "cannot load through %s: the name is taken", name);
+        close(b->fd);
+        b->fd = fd;
+    }
+    if (fstat(b->fd, &st) != 0 || stat(name, &via) != 0)
+        return reject(b, "cannot load through /proc/self/fd (%s); plugins are only ever loaded "
+                      "by descriptor, and that needs /proc", strerror(errno));
+    if (st.st_dev != via.st_dev || st.st_ino != via.st_ino)
+        return reject(b, "%s is not the opened file (/proc is not the kernel's procfs)", name);
+    hp_log("loader: loading %s (as %s)", b->path, name);
+    b->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!b->dl)
+        return reject(b, "dlopen failed: %s", dlerror());
+    return 0;
 }
 
 static int load_plugin(int dirfd, const char *dir, const char *file)
 {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    struct hp_backend *b = new_entry(path);
-    if (!b)
+    char *path = join_path(dir, file);
+    if (!path) {
+        hp_log("loader: out of memory, ignoring %s", file);
         return -1;
-    struct stat st;
-    if (fstatat(dirfd, file, &st, 0) != 0)
-        return reject(b, "cannot stat: %s", strerror(errno));
-    const char *why = untrusted_file(&st);
-    if (why)
+    }
+    struct hp_backend *b = scratch(path);
+    if (core.n >= HP_MAX_BACKENDS - 1) {
+        char why[64];
+        snprintf(why, sizeof(why), "%d", HP_MAX_BACKENDS - 1);
+        return reject(b, "not loaded: %s plugins are loaded already, the most libhp keeps "
+                      "(one more slot is the built-in fallback's)", why);
+    }
+    char why[200];
+    b->fd = hp_trust_open_file(dirfd, file, why, sizeof(why));
+    if (b->fd < 0)
         return reject(b, "untrusted file: %s", why);
-    b->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!b->dl)
-        return reject(b, "dlopen failed: %s", dlerror());
+    if (load_fd(b) != 0)
+        return -1;
     hp_backend_entry_fn entry;
     *(void **)&entry = dlsym(b->dl, HP_BACKEND_ENTRY_NAME);
     if (!entry)
@@ -164,38 +291,57 @@ static int ends_with_so(const char *name)
     return n > 3 && !strcmp(name + n - 3, ".so");
 }
 
+/* Every *.so name in d, sorted (so the load order does not depend on the
+ * directory's); *n_out names. NULL if there are none. */
+static char **list_plugins(DIR *d, size_t *n_out)
+{
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !ends_with_so(e->d_name))
+            continue;
+        if (n == cap) {
+            char **more = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof(*names));
+            if (!more)
+                break;
+            names = more;
+        }
+        if ((names[n] = strdup(e->d_name)))
+            n++;
+    }
+    if (n)
+        qsort(names, n, sizeof(*names), by_name);
+    *n_out = n;
+    return names;
+}
+
 static void scan_dir(const char *dir)
 {
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        hp_log("loader: no backend directory %s (%s); built-in fallback only", dir,
-               strerror(errno));
+    char why[512];
+    int fd = hp_trust_open_dir(dir, why, sizeof(why));
+    if (fd == -ENOENT) {
+        hp_log("loader: no backend directory %s (%s); built-in fallback only", dir, why);
         return;
     }
-    if (!S_ISDIR(st.st_mode) || ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))) {
-        struct hp_backend *b = new_entry(dir);
-        if (b)
-            reject(b, "untrusted backend directory: %s",
-                   S_ISDIR(st.st_mode) ? "world-writable without the sticky bit"
-                                       : "not a directory");
+    if (fd < 0) {
+        char reason[600];
+        snprintf(reason, sizeof(reason), "untrusted backend directory: %s", why);
+        add_rejected(strdup(dir), "", reason);
         return;
     }
-    DIR *d = opendir(dir);
-    if (!d)
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
         return;
-    char *names[HP_MAX_BACKENDS];
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < HP_MAX_BACKENDS) {
-        if (e->d_name[0] != '.' && ends_with_so(e->d_name))
-            names[n] = strdup(e->d_name), n += names[n] != NULL;
     }
-    /* Sorted, so the table order does not depend on the directory's. */
-    qsort(names, n, sizeof(*names), by_name);
+    size_t n;
+    char **names = list_plugins(d, &n);
     for (size_t i = 0; i < n; i++) {
         load_plugin(dirfd(d), dir, names[i]);
         free(names[i]);
     }
+    free(names);
     closedir(d);
 }
 
@@ -226,11 +372,8 @@ static void load_all(void)
     }
     scan_dir(o->backend_path);
     /* The base-page backend is always there, even with no plugin directory. */
-    if (!hp_backend_by_name(&core, "fallback")) {
-        struct hp_backend *b = new_entry("builtin");
-        if (b)
-            adopt(b, hp_builtin_fallback(&core.host));
-    }
+    if (!hp_backend_by_name(&core, "fallback"))
+        adopt(scratch(strdup("builtin")), hp_builtin_fallback(&core.host));
     /* HP_BACKENDS must name backends that exist (loaded or rejected). */
     for (unsigned pass = 0; pass < 2 && core.init_error == HP_OK; pass++) {
         unsigned n = pass ? o->n_never : o->n_only;
@@ -239,6 +382,8 @@ static void load_all(void)
             int known = 0;
             for (unsigned k = 0; k < core.n; k++)
                 known |= !strcmp(core.backends[k].name, name);
+            for (unsigned k = 0; k < core.n_rejected; k++)
+                known |= !strcmp(core.rejected[k].name, name);
             if (!known) {
                 core.init_error = HP_EENV;
                 snprintf(core.init_detail, sizeof(core.init_detail),
@@ -279,17 +424,42 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Probe again; keep the old figures if the probe fails. Caller holds caps_lock. */
+/* Probe again; keep the old figures if the probe fails or its record is
+ * invalid. Caller holds caps_lock. */
 static void reprobe_locked(struct hp_backend *b)
 {
-    struct hp_backend_caps fresh = {.size = sizeof(fresh)};
-    if (b->ops->probe(&fresh) == HP_OK) {
-        fresh.reason[sizeof(fresh.reason) - 1] = '\0';
-        if (fresh.n_page_sizes > HP_MAX_PAGE_SIZES)
-            fresh.n_page_sizes = HP_MAX_PAGE_SIZES;
+    if (b->deferred)
+        return;
+    struct hp_backend_caps fresh;
+    char why[256];
+    if (probe(b, &fresh, why, sizeof(why)) == HP_OK)
         b->caps = fresh;
-    }
+    else
+        hp_log("loader: %s keeps its last figures: %s", b->name, why);
     b->probed_ns = now_ns();
+}
+
+void hp_backend_use_named(struct hp_core *c, const char *name)
+{
+    struct hp_backend *b = hp_backend_by_name(c, name);
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->caps_lock);
+    if (b->deferred) {
+        char why[256];
+        struct hp_backend_caps caps;
+        if (probe(b, &caps, why, sizeof(why)) == HP_OK) {
+            b->caps = caps;
+        } else {
+            memset(&b->caps, 0, sizeof(b->caps));
+            b->caps.size = sizeof(b->caps);
+            snprintf(b->caps.reason, sizeof(b->caps.reason), "%s", why);
+            hp_log("loader: %s: %s", b->name, why);
+        }
+        b->probed_ns = now_ns();
+        b->deferred = 0;
+    }
+    pthread_mutex_unlock(&b->caps_lock);
 }
 
 void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,

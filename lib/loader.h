@@ -1,7 +1,9 @@
 /*
- * The backend table: the built-in fallback plus every plugin found in the
- * backend directory, loaded once (pthread_once) on first use. Rejected
- * plugins stay in the table with their reason, for introspection.
+ * The backend table: every backend that loaded (plugins found in the backend
+ * directory, and the built-in fallback unless a plugin named "fallback"
+ * loaded), in load order; loaded once (pthread_once) on first use. Files the
+ * loader refused are kept apart, with their reason, for introspection: they
+ * never take a slot of the table.
  */
 #ifndef HP_LIB_LOADER_H
 #define HP_LIB_LOADER_H
@@ -10,18 +12,31 @@
 
 #include <pthread.h>
 
+/* Loaded backends at most. The last slot is kept for the built-in fallback,
+ * so at most HP_MAX_BACKENDS - 1 plugins load; a loadable file found after
+ * that is refused with a reason and a log line, never skipped silently. */
 #define HP_MAX_BACKENDS 32
 
 struct hp_backend {
     char name[32];
-    char path[256];
-    const struct hp_backend_ops *ops;   /* NULL if rejected */
+    char *path;                         /* the file as the directory lists it, or "builtin" */
+    const struct hp_backend_ops *ops;   /* never NULL in the table */
     void *dl;                           /* dlopen handle, NULL if built in */
+    int fd;                             /* the plugin file, open while it is loaded
+                                           (its dlopen name is /proc/self/fd/N); -1 */
     uint32_t kind;
+    int deferred;                       /* HP_KIND_OTHER not named yet: probe never
+                                           called (guarded by caps_lock) */
     pthread_mutex_t caps_lock;          /* guards caps during re-probe */
     struct hp_backend_caps caps;
     uint64_t probed_ns;                 /* CLOCK_MONOTONIC of the last probe; 0 = stale */
-    char reason[256];                   /* rejection reason, if ops == NULL */
+};
+
+/* A file or directory the loader refused. */
+struct hp_rejected {
+    char name[32];                      /* "" unless its descriptor was read */
+    char *path;
+    char reason[256];
 };
 
 struct hp_core {
@@ -29,6 +44,8 @@ struct hp_core {
     char init_detail[320];
     unsigned n;
     struct hp_backend backends[HP_MAX_BACKENDS];
+    unsigned n_rejected;                /* no limit */
+    struct hp_rejected *rejected;
     struct hp_host host;
 };
 
@@ -54,7 +71,13 @@ void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,
 /* Mark b's figures stale: a map failed, so the next request re-reads them. */
 void hp_backend_mark_stale(struct hp_backend *b);
 
-/* Probe every loaded backend now (hp_reprobe). */
+/* A request names backend `name` (hp_alloc_opts.backend): a plugin of kind
+ * HP_KIND_OTHER, whose probe is not called until it is named, is probed
+ * now (once). Unknown names are ignored. */
+void hp_backend_use_named(struct hp_core *core, const char *name);
+
+/* Probe every loaded backend now (hp_reprobe); backends whose probe is
+ * deferred (HP_KIND_OTHER not named yet) stay unprobed. */
 int32_t hp_backends_reprobe(struct hp_core *core);
 
 /* Look a backend up by name; NULL if unknown. */

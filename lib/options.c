@@ -2,6 +2,7 @@
 #include "hp/errors.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,23 +47,27 @@ static int parse_debug(const char *name, const char *v, struct hp_options *o)
     return bad_value(o, name, v, "0, 1, yes, no, true, false, on, off");
 }
 
-static int parse_abs_dir(const char *name, const char *v, const char **slot,
+static int parse_abs_dir(const char *name, const char *v, const char **slot, size_t max,
                          struct hp_options *o)
 {
-    if (v[0] != '/' || strlen(v) > 200 || strstr(v, "/../") || strchr(v, '\n'))
-        return bad_value(o, name, v, "an absolute directory path up to 200 bytes");
+    char accepted[64];
+    snprintf(accepted, sizeof(accepted), "an absolute directory path up to %zu bytes", max);
+    if (v[0] != '/' || strlen(v) > max || strstr(v, "/../") || strchr(v, '\n'))
+        return bad_value(o, name, v, accepted);
     *slot = v;
     return 0;
 }
 
+/* The loader builds file names on the heap and opens the directory one
+ * component at a time, so any path the kernel accepts will do. */
 static int parse_backend_path(const char *name, const char *v, struct hp_options *o)
 {
-    return parse_abs_dir(name, v, &o->backend_path, o);
+    return parse_abs_dir(name, v, &o->backend_path, PATH_MAX - 1, o);
 }
 
 static int parse_sysfs_root(const char *name, const char *v, struct hp_options *o)
 {
-    return parse_abs_dir(name, v, &o->sysfs_root, o);
+    return parse_abs_dir(name, v, &o->sysfs_root, 200, o);
 }
 
 int hp_valid_backend_name(const char *name)

@@ -6,6 +6,16 @@
  * Every function here is thread-safe; a block may be freed by a different
  * thread than the one that allocated it, and after fork() the child may use,
  * resize and free the blocks it inherited.
+ *
+ * Async-signal safety: only hp_strerror, hp_error_name (hp/errors.h),
+ * hp_version and hp_version_string (hp/version.h) may be called from a
+ * signal handler; they read constant tables and never allocate or lock.
+ * No other libhp function is async-signal-safe, like malloc: allocation,
+ * resizing, freeing, hp_info, introspection and stacks take locks and
+ * allocate, and hp_last_error / hp_last_error_detail read thread-local
+ * storage, whose first use in a thread may allocate when libhp was
+ * dlopen'd. (tests/unit/test_signal.c calls the four from a handler that
+ * interrupts hp_alloc, hp_realloc, hp_info and hp_free.)
  */
 #ifndef HP_ALLOC_H
 #define HP_ALLOC_H

@@ -16,13 +16,37 @@
  * exports exactly one symbol, HP_BACKEND_ENTRY, which returns a pointer to a
  * static const struct hp_backend_ops.
  *
+ * Which files load (README "Plugin trust"): a plugin is a regular file, not
+ * a symbolic link, named *.so, owned by root or the user running the
+ * program, not writable by others and not writable by its group unless the
+ * group is root's (gid 0); the directory it is in and every directory above
+ * it, up to "/", obey the same owner and write rules (sticky bit or not).
+ * The loader opens the file with O_NOFOLLOW, checks the open descriptor,
+ * and dlopens that descriptor (/proc/self/fd/N, so /proc must be mounted):
+ * constructors run only in files that passed. Files load in byte order of
+ * their names; at most 31 plugins load, a file past that is refused with a
+ * reason, and the built-in fallback always has a slot of its own.
+ *
  * The core serialises nothing for the plugin: map, unmap, remap, advise and
  * huge_bytes are called concurrently from many threads and must be
- * thread-safe. probe is called once at load, again (from any thread) before
- * requests that could use the backend when it sets HP_CAPS_REPROBE (at most
- * every 100 ms), and on hp_reprobe(); calls are serialised per backend.
- * Every op returns HP_OK or a negative
- * hp_error code and may call host->set_detail to explain a failure.
+ * thread-safe. probe is called once at load — for a plugin of kind
+ * HP_KIND_OTHER, only once a request (hp_alloc_opts.backend) or HP_BACKENDS
+ * names it, never before — again (from any thread) before requests that
+ * could use the backend when it sets HP_CAPS_REPROBE (at most every
+ * 100 ms), and on hp_reprobe(); calls are serialised per backend. Under
+ * HP_DEBUG=1 the core logs "probing <file> (<name>)" before each call to
+ * probe, and "loading <file>" before dlopen runs the plugin's constructors.
+ * Every op returns HP_OK or a negative hp_error code and may call
+ * host->set_detail to explain a failure.
+ *
+ * probe: a backend that works but cannot serve on this machine returns
+ * HP_OK with available = 0 and says why in caps->reason. A probe that
+ * returns an error is rejected at load (a later failing re-probe keeps the
+ * last figures); its reason is shown as "probe failed: <code>: <detail>;
+ * <caps->reason>", so say why in set_detail or caps->reason. The record
+ * must hold n_page_sizes <= HP_MAX_PAGE_SIZES page sizes, each a power of
+ * two no smaller than host->base_page_size, strictly ascending; a plugin
+ * whose record breaks this is rejected with the reason.
  */
 #ifndef HP_BACKEND_H
 #define HP_BACKEND_H
@@ -80,8 +104,9 @@ struct hp_backend_caps {
     uint32_t size;               /* set by the core before probe */
     uint32_t available;          /* 1 if it can serve at least one page size */
     uint32_t flags;              /* HP_CAPS_* */
-    uint32_t n_page_sizes;       /* <= HP_MAX_PAGE_SIZES */
-    uint64_t page_sizes[HP_MAX_PAGE_SIZES];  /* ascending */
+    uint32_t n_page_sizes;       /* <= HP_MAX_PAGE_SIZES (checked) */
+    uint64_t page_sizes[HP_MAX_PAGE_SIZES];  /* powers of two >= base page,
+                                                strictly ascending (checked) */
     uint64_t pool_free[HP_MAX_PAGE_SIZES];   /* free pool pages, UINT64_MAX if unpooled */
     uint32_t page_flags[HP_MAX_PAGE_SIZES];  /* HP_PAGE_* */
     char reason[256];            /* why unavailable, or a one-line summary */

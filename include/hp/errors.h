@@ -38,10 +38,11 @@ enum hp_error {
 };
 
 /* Static description of an error code; unknown codes give "unknown error".
- * Never NULL. Thread-safe. */
+ * Never NULL. Thread-safe and async-signal-safe. */
 HP_EXTERN(const char *) hp_strerror(int32_t code);
 
-/* Symbolic name of an error code ("HP_ENOMEM"), or "HP_UNKNOWN". Thread-safe. */
+/* Symbolic name of an error code ("HP_ENOMEM"), or "HP_UNKNOWN". Thread-safe and
+ * async-signal-safe. */
 HP_EXTERN(const char *) hp_error_name(int32_t code);
 
 /* Detail message of the last failing libhp call on this thread: names the

@@ -1,9 +1,10 @@
 /*
  * libhp — which backends exist on this machine and what they can do.
  *
- * The list holds every backend libhp found: the built-in fallback, each
- * plugin that loaded, and each plugin the loader rejected (with the reason).
- * It is fixed after initialisation.
+ * The list holds every backend libhp found: first the backends that loaded
+ * (plugins in load order, and the built-in fallback unless a plugin named
+ * "fallback" loaded), then every file or directory the loader rejected,
+ * with the reason (no limit). It is fixed after initialisation.
  */
 #ifndef HP_INTROSPECT_H
 #define HP_INTROSPECT_H
@@ -29,7 +30,8 @@ struct hp_backend_info {
     uint32_t kind;                 /* enum hp_backend_kind */
     uint32_t n_page_sizes;         /* valid entries in page_sizes */
     char name[32];                 /* "" if a rejected plugin had no readable name */
-    char path[256];                /* plugin file, or "builtin" */
+    char path[256];                /* plugin file, or "builtin" (cut to 255 bytes
+                                      for display; never used to load) */
     char reason[256];              /* why unavailable or rejected, else a summary */
     uint64_t page_sizes[HP_MAX_PAGE_SIZES];  /* ascending, bytes */
     uint64_t pool_free[HP_MAX_PAGE_SIZES];   /* pages free in a pool for that

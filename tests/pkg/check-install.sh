@@ -5,7 +5,9 @@
 # usage: check-install.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1 src=$2
-root=$(mktemp -d /tmp/hp-install.XXXXXX)
+# Inside the build tree: the loader refuses plugin directories below a
+# world-writable one such as /tmp (README "Plugin trust").
+root=$(mktemp -d "$build/hp-install.XXXXXX")
 trap 'rm -rf "$root"' EXIT
 n=0 fail=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }

@@ -3,8 +3,8 @@
  * barrier) in a process that never called libhp before. Every call
  * succeeds, every thread sees the same backend table, and each plugin is
  * loaded exactly once: the loader logs one "loader: NAME from PATH" line per
- * plugin (HP_DEBUG=1, stderr captured) and dl_iterate_phdr lists each
- * plugin file once. Repeated in fresh children to give a race many chances.
+ * plugin (HP_DEBUG=1, stderr captured) and /proc/self/maps shows each
+ * plugin file mapped, and dl_iterate_phdr one object per plugin. Repeated in fresh children to give a race many chances.
  * This program links the public libhp.so, as an application would.
  */
 #include <hp.h>
@@ -49,18 +49,38 @@ static void *first_call(void *arg)
     return NULL;
 }
 
-struct so_count {
-    const char *dir;
-    int n;
-};
+/* Plugin files this process has mapped: distinct files under dir in
+ * /proc/self/maps, where the kernel names the file behind each mapping
+ * (plugins are dlopen'd by descriptor, so the dynamic linker's own names
+ * are /proc/self/fd/N). */
+static int count_plugin_files(const char *dir)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return -1;
+    char line[4096], seen[64][512];
+    int n = 0;
+    size_t dl = strlen(dir);
+    while (fgets(line, sizeof(line), f)) {
+        char *path = strchr(line, '/');
+        if (!path || strncmp(path, dir, dl) || path[dl] != '/')
+            continue;
+        path[strcspn(path, "\n")] = '\0';
+        int known = 0;
+        for (int i = 0; i < n; i++)
+            known |= !strcmp(seen[i], path);
+        if (!known && n < 64)
+            snprintf(seen[n++], sizeof(seen[0]), "%s", path);
+    }
+    fclose(f);
+    return n;
+}
 
-static int count_plugins(struct dl_phdr_info *info, size_t size, void *ctx)
+static int count_fd_objects(struct dl_phdr_info *info, size_t size, void *n)
 {
     (void)size;
-    struct so_count *c = ctx;
-    size_t n = strlen(c->dir);
-    if (info->dlpi_name && !strncmp(info->dlpi_name, c->dir, n) && info->dlpi_name[n] == '/')
-        c->n++;
+    if (info->dlpi_name && !strncmp(info->dlpi_name, "/proc/self/fd/", 14))
+        ++*(int *)n;
     return 0;
 }
 
@@ -126,11 +146,15 @@ static int child_first_use(void *unused)
             dprintf(2, "# %s adopted %d times\n", bi.name, loads);
         CHILD_CHECK(loads == 1);
     }
-    struct so_count c = {backend_dir, 0};
-    dl_iterate_phdr(count_plugins, &c);
-    if (c.n != plugins)
-        dprintf(2, "# %d plugin objects mapped for %d plugins\n", c.n, plugins);
-    CHILD_CHECK(c.n == plugins);
+    int files = count_plugin_files(backend_dir);
+    if (files != plugins)
+        dprintf(2, "# %d plugin files mapped for %d plugins\n", files, plugins);
+    CHILD_CHECK(files == plugins);
+    int objects = 0;
+    dl_iterate_phdr(count_fd_objects, &objects);
+    if (objects != plugins)
+        dprintf(2, "# %d objects loaded by descriptor for %d plugins\n", objects, plugins);
+    CHILD_CHECK(objects == plugins);
     for (int i = 0; i < NTHREADS; i++)
         CHILD_CHECK(hp_free(r[i].p) == HP_OK);
     return 0;

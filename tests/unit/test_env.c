@@ -78,6 +78,26 @@ static void environment_values(void **state)
     }
 }
 
+/* The plugin directory may be as long as the kernel allows: the loader
+ * never copies it into a fixed buffer. */
+static void backend_path_length(void **state)
+{
+    (void)state;
+    char ok[400] = "/nonexistent/";
+    memset(ok + strlen(ok), 'a', 300);
+    ok[313] = '\0';
+    struct env_case accepted = {"HP_BACKEND_PATH", ok, NULL};
+    assert_int_equal(run_in_child(child_env, &accepted), 0);
+    char *long_path = malloc(4200);
+    assert_non_null(long_path);
+    long_path[0] = '/';
+    memset(long_path + 1, 'a', 4150);
+    long_path[4151] = '\0';
+    struct env_case refused = {"HP_BACKEND_PATH", long_path, "up to 4095 bytes"};
+    assert_int_equal(run_in_child(child_env, &refused), 0);
+    free(long_path);
+}
+
 static int child_backends_order(void *unused)
 {
     (void)unused;
@@ -110,6 +130,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(environment_values),
+        cmocka_unit_test(backend_path_length),
         cmocka_unit_test(backends_variable_takes_effect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
