@@ -1,5 +1,5 @@
 /*
- * hpctl's SIZE parser ("64M", "2MiB", "1G", "4096"): tools/hpctl.c compiled
+ * hpctl's SIZE parser ("64M", "2MiB", "1G", "4096"): tools/hpctl_util.c compiled
  * in with its main renamed. Any string: no crash, an accepted value is a
  * whole multiple of its unit, and human_size prints any value into its
  * buffer. (The fuzzer's first find: strtoull's leading blanks and signs get
@@ -14,7 +14,7 @@
 
 int hpctl_main(int argc, char **argv);
 #define main hpctl_main
-#include "../../tools/hpctl.c"
+#include "../../tools/hpctl_util.c"
 #undef main
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
