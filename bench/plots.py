@@ -30,6 +30,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def when(d):
+    import datetime
+    t = datetime.datetime.fromtimestamp(d.get("date", 0), datetime.timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M UTC")
+
+
 def med(v):
     return statistics.median(v) if v else float("nan")
 
@@ -100,9 +106,11 @@ def backends_tables(d):
     ra_gib = ra[0]["size"] >> 30 if ra else 0
     t2 = table(["pages", "populate s", "dependent load ns", "speed-up", "GUPS update ns",
                 "speed-up"], rows)
-    head = ("Map + first touch (one byte per 4 KiB) + unmap of %d GiB, medians of %d "
-            "interleaved rounds (kernel %s, %s CPUs; 2 MiB pool %s pages, 1 GiB pool %s):"
-            % (size_gib, d["rounds"], d["kernel"], d["cpus"], d["pool_2m"], d["pool_1g"]))
+    pool = lambda n: "%s pages" % n if n >= 0 else "none on this kernel"
+    head = ("Run of %s (kernel %s, %s CPUs; 2 MiB pool %s, 1 GiB pool %s). Map + first touch "
+            "(one byte per 4 KiB) + unmap of %d GiB, medians of %d interleaved rounds:"
+            % (when(d), d["kernel"], d["cpus"], pool(d["pool_2m"]), pool(d["pool_1g"]),
+               size_gib, d["rounds"]))
     out = head + "\n\n" + t1
     if ra:
         out += ("\n\nRandom access over %d GiB (libhp blocks, HP_F_POPULATE), medians of %d "
@@ -159,8 +167,8 @@ def stacks_tables(d):
             cells.append("%.1f MiB" % mib + (", %.0f %% huge" % (100 * med(cov)) if cov else ""))
         rows.append(cells)
     threads = rss[0]["threads"] if rss else 0
-    out = ("RSS growth of %d idle threads (each touched 16 KiB of its stack), median of %d "
-           "reps:\n\n" % (threads, d["reps"])
+    out = ("Run of %s. RSS growth of %d idle threads (each touched 16 KiB of its stack), "
+           "median of %d reps:\n\n" % (when(d), threads, d["reps"])
            + table(["stack"] + ["THP=%s" % m for m in modes], rows))
     start = [r for r in d["records"] if r["table"] == "start"]
     if start:
@@ -229,11 +237,13 @@ def figures(backends, realloc, stacks, outdir):
                 vals = [r[who]["map_touch_s"] for r in mt]
                 m = [med(v) for v in vals]
                 err = [[mm - min(v) for mm, v in zip(m, vals)], [max(v) - mm for mm, v in zip(m, vals)]]
-                ax.bar([i + (k - 0.5) * 0.38 for i in x], m, 0.38, yerr=err, capsize=3,
-                       label="raw syscalls" if who == "raw" else "libhp", color=col)
+                bars = ax.bar([i + (k - 0.5) * 0.38 for i in x], m, 0.38, yerr=err, capsize=3,
+                              label="raw syscalls" if who == "raw" else "libhp", color=col)
+                ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=2)
+            ax.set_yscale("log")
             ax.set_xticks(list(x))
             ax.set_xticklabels([r["backend"].replace(" (", "\n(") for r in mt], fontsize=8)
-            ax.set_ylabel("map + first touch (s), median, min-max")
+            ax.set_ylabel("map + first touch (s, log), median, min-max")
             ax.set_title("first touch of %d GiB by backend" % (mt[0]["size"] >> 30))
             ax.legend()
             ax.grid(True, axis="y", alpha=0.3)

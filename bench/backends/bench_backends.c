@@ -625,9 +625,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < ncfg; i++)
         cfg[i].usable = 1;
     if (got2m < (long)(len / (2 * MB)))
-        cfg[3].usable = 0, snprintf(cfg[3].why, sizeof(cfg[3].why), "%ld pages in the pool", got2m);
+        cfg[3].usable = 0, snprintf(cfg[3].why, sizeof(cfg[3].why), got2m < 0 ?
+                                    "no pool of this size on this kernel" : "%ld pages in the pool", got2m);
     if (got1g < (long)(len / GB))
-        cfg[4].usable = 0, snprintf(cfg[4].why, sizeof(cfg[4].why), "%ld pages in the pool", got1g);
+        cfg[4].usable = 0, snprintf(cfg[4].why, sizeof(cfg[4].why), got1g < 0 ?
+                                    "no pool of this size on this kernel" : "%ld pages in the pool", got1g);
     if (hp_reprobe() != HP_OK)
         die("libhp cannot start: %s", hp_last_error_detail());
 
