@@ -4,6 +4,7 @@
 #include "backend_util.h"
 #include "cache.h"
 #include "error.h"
+#include "explain.h"
 #include "loader.h"
 #include "os.h"
 #include "registry.h"
@@ -128,24 +129,20 @@ static int is_ours(const struct hp_backend *b)
  * to the pool when a map needs them. */
 static void count_cached(struct hp_backend *b, struct hp_backend_caps *caps)
 {
+    uint64_t cached[HP_MAX_PAGE_SIZES] = {0};
     if (b->kind != HP_KIND_HUGETLB)
         return;
-    for (unsigned k = 0; k < caps->n_page_sizes && k < HP_MAX_PAGE_SIZES; k++) {
-        uint64_t ps = caps->page_sizes[k];
-        if (!ps || caps->pool_free[k] == UINT64_MAX)
-            continue;
-        uint64_t cached = hp_cache_bytes(b, ps) / ps;
-        if (cached) {
-            caps->pool_free[k] += cached;
-            caps->available = 1;
-        }
-    }
+    for (unsigned k = 0; k < caps->n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
+        if (caps->page_sizes[k])
+            cached[k] = hp_cache_bytes(b, caps->page_sizes[k]);
+    hp_select_credit_cached(caps, b->kind, cached);
 }
 
 /* The (backend, page size) pairs that may serve r, best first; 0 when there
- * is none (with the error set unless quiet). */
-static unsigned candidates(struct hp_core *c, const struct request *r, struct hp_candidate *cand,
-                           int quiet)
+ * is none (with the error set unless quiet). With ex, the caps selection saw
+ * and its notes are kept there too (hpctl explain). */
+static unsigned candidates_ex(struct hp_core *c, const struct request *r,
+                              struct hp_candidate *cand, int quiet, struct hp_explain *ex)
 {
     const struct hp_options *o = hp_options();
     struct hp_backend_caps caps[HP_MAX_BACKENDS];
@@ -164,16 +161,25 @@ static unsigned candidates(struct hp_core *c, const struct request *r, struct hp
     struct hp_select_request sr = {
         .len = r->len, .flags = r->flags, .base_page_size = hp_os_page_size(),
         .backend = r->backend, .n_exclude = r->n_exclude, .exclude = r->exclude,
-        .n_only = o->n_only, .only = o->only,
+        .n_only = o->n_only, .only = o->only, .n_never = o->n_never, .never = o->never,
     };
-    /* HP_BACKENDS exclusions join the caller's. */
-    char excl[2 * HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
-    memcpy(excl, r->exclude, sizeof(r->exclude));
-    memcpy(excl + r->n_exclude, o->never, o->n_never * sizeof(*o->never));
-    sr.exclude = (const char(*)[HP_OPT_NAME_LEN])excl;
-    sr.n_exclude = r->n_exclude + o->n_never;
-
-    unsigned n = hp_select(&sr, view, c->n, cand, HP_SELECT_MAX);
+    unsigned n;
+    if (ex) {
+        n = hp_select_explain(&sr, view, c->n, cand, HP_SELECT_MAX, ex->notes,
+                              HP_EXPLAIN_MAX_NOTES, &ex->n_notes);
+        ex->n_backends = c->n;
+        for (unsigned i = 0; i < c->n; i++) {
+            struct hp_explain_backend *e = &ex->backends[i];
+            snprintf(e->name, sizeof(e->name), "%s", c->backends[i].name);
+            e->kind = c->backends[i].kind;
+            e->loaded = c->backends[i].ops != NULL;
+            snprintf(e->reason, sizeof(e->reason), "%s", c->backends[i].reason);
+            if (e->loaded)
+                e->caps = caps[i];
+        }
+    } else {
+        n = hp_select(&sr, view, c->n, cand, HP_SELECT_MAX);
+    }
     if (n == 0 && !quiet) {
         if (r->flags & HP_F_REQUIRE_HUGE) {
             hp_fail(HP_ENOHUGE, "no backend can serve %llu bytes with huge pages%s%s",
@@ -186,6 +192,12 @@ static unsigned candidates(struct hp_core *c, const struct request *r, struct hp
         }
     }
     return n;
+}
+
+static unsigned candidates(struct hp_core *c, const struct request *r, struct hp_candidate *cand,
+                           int quiet)
+{
+    return candidates_ex(c, r, cand, quiet, NULL);
 }
 
 /* HP_F_POPULATE / HP_F_COLLAPSE on memory that did not come from map. */
@@ -362,6 +374,30 @@ static int32_t build_request(size_t size, const struct hp_alloc_opts *opts, stru
     return HP_OK;
 }
 
+/* A backend the caller named must exist and be available now. */
+static int32_t check_named(struct hp_core *c, const struct request *r)
+{
+    if (!r->backend)
+        return HP_OK;
+    struct hp_backend *b = hp_backend_by_name(c, r->backend);
+    if (!b)
+        return hp_fail(HP_ENOBACKEND, "no loaded backend named \"%s\"", r->backend);
+    hp_backend_use_named(c, r->backend);  /* a third-party backend's first probe */
+    /* b->caps is a hint (pool figures are re-read at most every 100 ms): a
+     * backend the caller named is judged on fresh figures. */
+    struct hp_backend_caps caps;
+    hp_backend_caps_now(b, r->len, hp_flags_page_size(r->flags), &caps);
+    if (!caps.available && (caps.flags & HP_CAPS_REPROBE)) {
+        hp_backend_mark_stale(b);
+        hp_backend_caps_now(b, UINT64_MAX, 0, &caps);
+    }
+    if (!caps.available)
+        return hp_fail((r->flags & HP_F_REQUIRE_HUGE) && caps.n_page_sizes ? HP_ENOHUGE
+                                                                           : HP_ENOBACKEND,
+                       "backend %s is unavailable: %s", r->backend, caps.reason);
+    return HP_OK;
+}
+
 HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts)
 {
     struct request r;
@@ -370,28 +406,30 @@ HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts)
     struct hp_core *c = ready_core();
     if (!c)
         return NULL;
-    if (r.backend) {
-        struct hp_backend *b = hp_backend_by_name(c, r.backend);
-        if (!b) {
-            hp_fail(HP_ENOBACKEND, "no loaded backend named \"%s\"", r.backend);
-            return NULL;
-        }
-        hp_backend_use_named(c, r.backend);  /* a third-party backend's first probe */
-        /* b->caps is a hint (pool figures are re-read at most every
-         * 100 ms): a backend the caller named is judged on fresh figures. */
-        struct hp_backend_caps caps;
-        hp_backend_caps_now(b, r.len, hp_flags_page_size(r.flags), &caps);
-        if (!caps.available && (caps.flags & HP_CAPS_REPROBE)) {
-            hp_backend_mark_stale(b);
-            hp_backend_caps_now(b, UINT64_MAX, 0, &caps);
-        }
-        if (!caps.available) {
-            hp_fail((r.flags & HP_F_REQUIRE_HUGE) && caps.n_page_sizes ? HP_ENOHUGE : HP_ENOBACKEND,
-                    "backend %s is unavailable: %s", r.backend, caps.reason);
-            return NULL;
-        }
-    }
+    if (check_named(c, &r) != HP_OK)
+        return NULL;
     return allocate(c, &r);
+}
+
+int32_t hp_alloc_explain(size_t size, const struct hp_alloc_opts *opts, struct hp_explain *out)
+{
+    struct request r;
+    memset(out, 0, sizeof(*out));
+    int32_t rc = build_request(size, opts, &r);
+    struct hp_core *c = rc == HP_OK ? ready_core() : NULL;
+    if (rc == HP_OK && !c)
+        rc = hp_last_error();
+    if (rc == HP_OK)
+        rc = check_named(c, &r);
+    if (rc == HP_OK) {
+        out->n_cand = candidates_ex(c, &r, out->cand, 0, out);
+        if (out->n_cand == 0)
+            rc = hp_last_error();
+    }
+    out->status = rc;
+    if (rc != HP_OK)
+        snprintf(out->detail, sizeof(out->detail), "%s", hp_last_error_detail());
+    return rc;
 }
 
 HP_EXTERN(void *) hp_alloc(size_t size, uint64_t flags)

@@ -8,6 +8,19 @@ uint64_t hp_flags_page_size(uint64_t flags)
     return shift ? UINT64_C(1) << shift : 0;
 }
 
+/* Where notes go while selecting; NULL sink: hp_select, nothing noted. */
+struct sink {
+    struct hp_select_note *notes;
+    unsigned max, n;
+};
+
+static void note(struct sink *s, unsigned backend, uint64_t ps, uint32_t why, uint64_t short_pages)
+{
+    if (!s || s->n >= s->max)
+        return;
+    s->notes[s->n++] = (struct hp_select_note){backend, ps, why, short_pages, -1, 0};
+}
+
 static uint64_t round_up(uint64_t len, uint64_t align)
 {
     return (len + align - 1) / align * align;
@@ -49,17 +62,20 @@ static int better(const struct ranked *a, const struct ranked *b)
     return a->c.page_size > b->c.page_size;
 }
 
-/* Does page size i of this backend suit the request? A page larger than
- * the block would waste most of itself, so it fits only when asked for. */
-static int page_fits(const struct hp_select_request *req, const struct hp_backend_caps *caps,
-                     unsigned i, uint64_t wanted)
+/* Does page size i of this backend suit the request? HP_WHY_CANDIDATE if
+ * so, else why not (*short_pages for a short pool). A page larger than the
+ * block would waste most of itself, so it fits only when asked for. */
+static uint32_t page_fits(const struct hp_select_request *req, const struct hp_backend_caps *caps,
+                          unsigned i, uint64_t wanted, uint64_t *short_pages)
 {
-    uint64_t ps = caps->page_sizes[i];
-    if (caps->pool_free[i] != UINT64_MAX && caps->pool_free[i] < round_up(req->len, ps) / ps)
-        return 0;
+    uint64_t ps = caps->page_sizes[i], need = round_up(req->len, ps) / ps;
+    if (caps->pool_free[i] != UINT64_MAX && caps->pool_free[i] < need) {
+        *short_pages = need - caps->pool_free[i];
+        return HP_WHY_POOL_SHORT;
+    }
     if (wanted)
-        return ps == wanted;
-    return ps <= req->len || ps <= req->base_page_size;
+        return ps == wanted ? HP_WHY_CANDIDATE : HP_WHY_OTHER_SIZE;
+    return ps <= req->len || ps <= req->base_page_size ? HP_WHY_CANDIDATE : HP_WHY_LARGER;
 }
 
 /* Waste of serving len with page size ps: THP and mTHP map the tail with
@@ -76,7 +92,8 @@ static uint64_t waste_of(const struct hp_select_request *req, uint32_t kind, uin
  * caller that fits nothing still serves with its smallest size. */
 static unsigned add_candidates(const struct hp_select_request *req,
                                const struct hp_select_backend *b, unsigned index, int named,
-                               unsigned tier, struct ranked *r, unsigned room)
+                               unsigned tier, struct ranked *r, unsigned room, struct sink *s,
+                               int *named_fallback)
 {
     const struct hp_backend_caps *caps = b->caps;
     uint64_t wanted = hp_flags_page_size(req->flags);
@@ -88,60 +105,152 @@ static unsigned add_candidates(const struct hp_select_request *req,
             break;
         for (unsigned i = 0; i < n && added < room; i++) {
             uint64_t ps = caps->page_sizes[i];
-            if (!ps || (req->flags & HP_F_REQUIRE_HUGE && ps <= req->base_page_size))
+            if (!ps)
                 continue;
-            if (pass == 0 && !page_fits(req, caps, i, wanted))
+            if (req->flags & HP_F_REQUIRE_HUGE && ps <= req->base_page_size) {
+                if (pass == 0)
+                    note(s, index, ps, HP_WHY_BASE_PAGE, 0);
                 continue;
+            }
+            uint64_t short_pages = 0;
+            uint32_t why = pass == 0 ? page_fits(req, caps, i, wanted, &short_pages)
+                                     : HP_WHY_CANDIDATE;
+            if (why != HP_WHY_CANDIDATE) {
+                note(s, index, ps, why, short_pages);
+                continue;
+            }
             struct ranked c = {{index, ps}, tier, waste_of(req, b->kind, ps)};
             if (pass == 1) {  /* named fallback: the smallest size only */
                 r[added++] = c;
+                *named_fallback = 1;
                 break;
             }
             if (every || added == 0) {
                 r[added++] = c;
             } else if (better(&c, &r[0])) {
+                note(s, index, r[0].c.page_size, HP_WHY_BEATEN, 0);
                 r[0] = c;
+            } else {
+                note(s, index, ps, HP_WHY_BEATEN, 0);
             }
         }
     }
     return added;
 }
 
-unsigned hp_select(const struct hp_select_request *req, const struct hp_select_backend *bk,
-                   unsigned n_backends, struct hp_candidate *out, unsigned max)
+/* Why backend b is not considered at all, or HP_WHY_CANDIDATE. */
+static uint32_t backend_out(const struct hp_select_request *req, const struct hp_select_backend *b,
+                            int *pos)
+{
+    *pos = -1;
+    if (!b->caps || !b->caps->available)
+        return HP_WHY_UNAVAILABLE;
+    if (req->backend && strcmp(req->backend, b->name))
+        return HP_WHY_NOT_NAMED;
+    if (name_in(b->name, req->exclude, req->n_exclude) >= 0)
+        return HP_WHY_EXCLUDED;
+    if (name_in(b->name, req->never, req->n_never) >= 0)
+        return HP_WHY_EXCLUDED_ENV;
+    *pos = name_in(b->name, req->only, req->n_only);
+    if (req->n_only && *pos < 0)
+        return HP_WHY_NOT_LISTED;
+    if (b->kind == HP_KIND_OTHER && !req->backend && *pos < 0)
+        return HP_WHY_THIRD_PARTY;
+    return HP_WHY_CANDIDATE;
+}
+
+static unsigned select_noted(const struct hp_select_request *req,
+                             const struct hp_select_backend *bk, unsigned n_backends,
+                             struct hp_candidate *out, unsigned max, struct sink *s)
 {
     struct ranked r[HP_SELECT_MAX];
+    int fallback[HP_SELECT_MAX] = {0};
     unsigned n = 0;
-    for (unsigned i = 0; i < n_backends && n < HP_SELECT_MAX; i++) {
+    for (unsigned i = 0; i < n_backends; i++) {
         const struct hp_select_backend *b = &bk[i];
-        if (!b->caps || !b->caps->available || !b->name)
+        int pos;
+        if (!b->name)
             continue;
-        if (req->backend && strcmp(req->backend, b->name))
+        uint32_t why = backend_out(req, b, &pos);
+        if (why == HP_WHY_CANDIDATE && n == HP_SELECT_MAX)
+            why = HP_WHY_NO_ROOM;
+        if (why != HP_WHY_CANDIDATE) {
+            note(s, i, 0, why, 0);
             continue;
-        if (name_in(b->name, req->exclude, req->n_exclude) >= 0)
-            continue;
-        int pos = name_in(b->name, req->only, req->n_only);
-        if (req->n_only && pos < 0)
-            continue;
-        int named = req->backend != NULL;
-        if (b->kind == HP_KIND_OTHER && !named && pos < 0)
-            continue;
+        }
+        int named = req->backend != NULL, named_fallback = 0;
         /* An HP_BACKENDS list replaces the policy's tiers with its order. */
         unsigned tier = req->n_only ? (unsigned)pos : tier_of(b->kind);
-        n += add_candidates(req, b, i, named, tier, r + n, HP_SELECT_MAX - n);
+        unsigned added = add_candidates(req, b, i, named, tier, r + n, HP_SELECT_MAX - n, s,
+                                        &named_fallback);
+        for (unsigned k = 0; k < added; k++)
+            fallback[n + k] = named_fallback;
+        n += added;
     }
     /* Insertion sort: a handful of entries, and it is stable. */
     for (unsigned i = 1; i < n; i++) {
         struct ranked x = r[i];
+        int fx = fallback[i];
         unsigned j = i;
         while (j > 0 && better(&x, &r[j - 1])) {
             r[j] = r[j - 1];
+            fallback[j] = fallback[j - 1];
             j--;
         }
         r[j] = x;
+        fallback[j] = fx;
     }
     unsigned count = n < max ? n : max;
-    for (unsigned i = 0; i < count; i++)
+    for (unsigned i = 0; i < count; i++) {
         out[i] = r[i].c;
+        if (s && s->n < s->max) {
+            note(s, r[i].c.backend, r[i].c.page_size, HP_WHY_CANDIDATE, 0);
+            s->notes[s->n - 1].rank = (int)i;
+            s->notes[s->n - 1].named_fallback = fallback[i];
+        }
+    }
     return count;
+}
+
+unsigned hp_select(const struct hp_select_request *req, const struct hp_select_backend *bk,
+                   unsigned n_backends, struct hp_candidate *out, unsigned max)
+{
+    return select_noted(req, bk, n_backends, out, max, NULL);
+}
+
+unsigned hp_select_explain(const struct hp_select_request *req,
+                           const struct hp_select_backend *bk, unsigned n_backends,
+                           struct hp_candidate *out, unsigned max,
+                           struct hp_select_note *notes, unsigned max_notes, unsigned *n_notes)
+{
+    struct sink s = {notes, max_notes, 0};
+    unsigned n = select_noted(req, bk, n_backends, out, max, &s);
+    *n_notes = s.n;
+    return n;
+}
+
+const char *hp_select_why_name(uint32_t why)
+{
+    static const char *const names[HP_WHY_COUNT] = {
+        "candidate", "unavailable", "not-named", "excluded", "excluded-by-env", "not-listed",
+        "third-party", "base-page", "pool-short", "other-size", "larger-than-block", "beaten",
+        "no-room"};
+    return why < HP_WHY_COUNT ? names[why] : "?";
+}
+
+void hp_select_credit_cached(struct hp_backend_caps *caps, uint32_t kind,
+                             const uint64_t cached_bytes[HP_MAX_PAGE_SIZES])
+{
+    if (kind != HP_KIND_HUGETLB)
+        return;
+    for (unsigned k = 0; k < caps->n_page_sizes && k < HP_MAX_PAGE_SIZES; k++) {
+        uint64_t ps = caps->page_sizes[k];
+        if (!ps || caps->pool_free[k] == UINT64_MAX)
+            continue;
+        uint64_t cached = cached_bytes[k] / ps;
+        if (cached) {
+            caps->pool_free[k] += cached;
+            caps->available = 1;
+        }
+    }
 }

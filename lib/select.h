@@ -24,9 +24,11 @@ struct hp_select_request {
     uint64_t base_page_size;
     const char *backend;          /* NULL, or the only backend allowed */
     unsigned n_exclude;
-    const char (*exclude)[HP_OPT_NAME_LEN];   /* names never to use */
+    const char (*exclude)[HP_OPT_NAME_LEN];   /* the caller's names never to use */
     unsigned n_only;              /* HP_BACKENDS: use only these, in this order */
     const char (*only)[HP_OPT_NAME_LEN];
+    unsigned n_never;             /* HP_BACKENDS "-name": never use these either */
+    const char (*never)[HP_OPT_NAME_LEN];
 };
 
 /* A (backend, page size) pair to try, best first. */
@@ -39,6 +41,52 @@ struct hp_candidate {
  * (0: nothing can serve this request). */
 unsigned hp_select(const struct hp_select_request *req, const struct hp_select_backend *bk,
                    unsigned n_backends, struct hp_candidate *out, unsigned max);
+
+/* Why selection took or passed over a backend or one of its page sizes. */
+enum hp_select_why {
+    HP_WHY_CANDIDATE,       /* taken: in the candidate list at note.rank */
+    HP_WHY_UNAVAILABLE,     /* the backend's probe says unavailable (caps->reason) */
+    HP_WHY_NOT_NAMED,       /* the caller named another backend */
+    HP_WHY_EXCLUDED,        /* in the caller's exclude list */
+    HP_WHY_EXCLUDED_ENV,    /* HP_BACKENDS says "-name" */
+    HP_WHY_NOT_LISTED,      /* HP_BACKENDS lists only other backends */
+    HP_WHY_THIRD_PARTY,     /* HP_KIND_OTHER: used only when named */
+    HP_WHY_BASE_PAGE,       /* HP_F_REQUIRE_HUGE drops base-page sizes */
+    HP_WHY_POOL_SHORT,      /* the pool is short by note.short_pages */
+    HP_WHY_OTHER_SIZE,      /* the flags ask for another page size */
+    HP_WHY_LARGER,          /* a page larger than the block, not asked for */
+    HP_WHY_BEATEN,          /* an unpooled backend offers its best size only */
+    HP_WHY_NO_ROOM,         /* more than HP_SELECT_MAX candidates */
+    HP_WHY_COUNT
+};
+
+/* One decision of hp_select_explain. page_size 0: about the whole backend. */
+struct hp_select_note {
+    unsigned backend;             /* index into the backends array */
+    uint64_t page_size;
+    uint32_t why;                 /* enum hp_select_why */
+    uint64_t short_pages;         /* HP_WHY_POOL_SHORT: pages missing */
+    int rank;                     /* HP_WHY_CANDIDATE: position in out[]; else -1 */
+    int named_fallback;           /* HP_WHY_CANDIDATE: a named backend that fits nothing
+                                   * serves with its smallest size */
+};
+
+/* hp_select, and every decision it made along the way into notes[] (at
+ * most max_notes; *n_notes gets the count). Same code path as hp_select:
+ * the candidates are identical. */
+unsigned hp_select_explain(const struct hp_select_request *req,
+                           const struct hp_select_backend *bk, unsigned n_backends,
+                           struct hp_candidate *out, unsigned max,
+                           struct hp_select_note *notes, unsigned max_notes, unsigned *n_notes);
+
+/* Stable short name of a why ("pool-short"), for hpctl explain --json. */
+const char *hp_select_why_name(uint32_t why);
+
+/* Credit a hugetlb backend's pool figures with the pages the cache holds
+ * (cached_bytes[k] for page size k): the cache gives them back to the pool
+ * when a map needs them, so they count as free. Pure; no-op for other kinds. */
+void hp_select_credit_cached(struct hp_backend_caps *caps, uint32_t kind,
+                             const uint64_t cached_bytes[HP_MAX_PAGE_SIZES]);
 
 /* Requested page size encoded in flags, 0 if none. */
 uint64_t hp_flags_page_size(uint64_t flags);

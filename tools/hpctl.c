@@ -1,101 +1,23 @@
 /*
- * hpctl — see what libhp sees on this machine, and try it.
- *
- *   hpctl status [--json]     backends, THP/mTHP switches, hugetlb pools
- *   hpctl alloc SIZE [--page-size SIZE] [--backend NAME] [--require-huge]
- *                    [--populate] [--json]
- *                             allocate, touch every page, report what the
- *                             kernel really gave, free
- *   hpctl version
+ * hpctl — see what libhp sees on this machine, and run it. Each subcommand
+ * lives in its own file (tools/hpctl_<name>.c) and has one row in the
+ * table at the end of this file; hpctl(1) documents them all, and
+ * docs/hpctl-json.md their --json output.
  *
  * SIZE accepts a K, M or G suffix (powers of 1024).
  */
 #include <hp.h>
 
-#include <dirent.h>
-#include <errno.h>
+#include "hpctl.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define THP_DIR "/sys/kernel/mm/transparent_hugepage"
-#define POOL_DIR "/sys/kernel/mm/hugepages"
 
 static const char *kind_name(uint32_t kind)
 {
     static const char *names[] = {"other", "hugetlb", "thp", "mthp", "base"};
     return kind < sizeof(names) / sizeof(*names) ? names[kind] : "?";
-}
-
-/* Read a one-line sysfs file; "" if unreadable. */
-static void read_line(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "re");
-    buf[0] = '\0';
-    if (!f)
-        return;
-    if (!fgets(buf, (int)cap, f))
-        buf[0] = '\0';
-    fclose(f);
-    buf[strcspn(buf, "\n")] = '\0';
-}
-
-static void selected(const char *path, char *buf, size_t cap)
-{
-    char raw[256];
-    read_line(path, raw, sizeof(raw));
-    const char *open_br = strchr(raw, '['), *close_br = open_br ? strchr(open_br, ']') : NULL;
-    if (open_br && close_br)
-        snprintf(buf, cap, "%.*s", (int)(close_br - open_br - 1), open_br + 1);
-    else
-        snprintf(buf, cap, "%.*s", (int)(cap - 1), raw[0] ? raw : "unavailable");
-}
-
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
-static void human_size(uint64_t bytes, char *buf, size_t cap)
-{
-    static const char *units[] = {"B", "K", "M", "G", "T"};
-    unsigned u = 0;
-    while (bytes >= 1024 && bytes % 1024 == 0 && u < 4)
-        bytes /= 1024, u++;
-    snprintf(buf, cap, "%llu%s", (unsigned long long)bytes, units[u]);
-}
-
-/* Sorted list of "hugepages-<n>kB" entries in dir; returns the count. */
-static int size_dirs(const char *dir, unsigned long kb[], int max)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        unsigned long v;
-        if (sscanf(e->d_name, "hugepages-%lukB", &v) == 1)
-            kb[n++] = v;
-    }
-    closedir(d);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && kb[j] < kb[j - 1]; j--) {
-            unsigned long t = kb[j];
-            kb[j] = kb[j - 1];
-            kb[j - 1] = t;
-        }
-    return n;
 }
 
 static void print_backends(int json)
@@ -204,7 +126,8 @@ static void print_pools(int json)
 static int cmd_status(int json)
 {
     if (json)
-        printf("{\n  \"version\": \"%s\",\n", hp_version_string());
+        printf("{\n  \"schema\": %d,\n  \"command\": \"status\",\n  \"version\": \"%s\",\n",
+               HPCTL_SCHEMA, hp_version_string());
     else
         printf("libhp %s\n\n", hp_version_string());
     print_backends(json);
@@ -215,38 +138,7 @@ static int cmd_status(int json)
     return 0;
 }
 
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (s[0] < '0' || s[0] > '9')  /* strtoull would skip blanks and take a sign */
-        return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -1;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
-    }
-    if (*end == 'i' || *end == 'B')
-        end += (*end == 'i') + (end[*end == 'i'] == 'B');
-    if (*end || (shift && v > (UINT64_MAX >> shift)))
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
-static int usage(void)
-{
-    fprintf(stderr, "usage: hpctl status [--json]\n"
-                    "       hpctl alloc SIZE [--page-size SIZE] [--backend NAME] "
-                    "[--require-huge] [--populate] [--json]\n"
-                    "       hpctl version\n");
-    return 2;
-}
+static int usage(void);
 
 static int cmd_alloc(int argc, char **argv)
 {
@@ -275,7 +167,7 @@ static int cmd_alloc(int argc, char **argv)
     if (!p) {
         fprintf(stderr, "hpctl: hp_alloc failed: %s: %s\n", hp_error_name(hp_last_error()),
                 hp_last_error_detail());
-        return 1;
+        return HPCTL_FAIL;
     }
     for (uint64_t off = 0; off < size; off += 4096)
         p[off] = 1;
@@ -292,9 +184,9 @@ static int cmd_alloc(int argc, char **argv)
     human_size(info.usable_size, usable, sizeof(usable));
     human_size(info.huge_bytes, huge, sizeof(huge));
     if (json)
-        printf("{\"backend\": \"%s\", \"page_size\": %llu, \"usable_size\": %llu, "
+        printf("{\"schema\": %d, \"command\": \"alloc\", \"backend\": \"%s\", \"page_size\": %llu, \"usable_size\": %llu, "
                "\"mapped_size\": %llu, \"huge_bytes\": %llu}\n",
-               info.backend, (unsigned long long)info.page_size,
+               HPCTL_SCHEMA, info.backend, (unsigned long long)info.page_size,
                (unsigned long long)info.usable_size, (unsigned long long)info.mapped_size,
                (unsigned long long)info.huge_bytes);
     else
@@ -308,20 +200,63 @@ static int cmd_alloc(int argc, char **argv)
     return 0;
 }
 
+static int cmd_status_args(int argc, char **argv)
+{
+    if (argc > 1 || (argc == 1 && strcmp(argv[0], "--json")))
+        return usage();
+    return cmd_status(argc == 1);
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    if (argc > 1 || (argc == 1 && strcmp(argv[0], "--json")))
+        return usage();
+    if (argc == 1)
+        printf("{\"schema\": %d, \"command\": \"version\", \"version\": \"%s\", "
+               "\"version_number\": %u}\n", HPCTL_SCHEMA, hp_version_string(), hp_version());
+    else
+        printf("%s\n", hp_version_string());
+    return HPCTL_OK;
+}
+
+/* One row per subcommand; run gets the arguments after the name. */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} commands[] = {
+    {"status", cmd_status_args, "status [--json]"},
+    {"alloc", cmd_alloc, "alloc SIZE [--page-size SIZE] [--backend NAME] [--require-huge] "
+                         "[--populate] [--json]"},
+    {"explain", hpctl_explain, "explain SIZE [--page-size SIZE] [--backend NAME] [--exclude LIST] "
+                               "[--require-huge] [--json]"},
+    {"pool", hpctl_pool, "pool [--json] | pool set SIZE [COUNT] [--node N] [--overcommit N] "
+                         "[--dry-run] [--json] | pool release [SIZE] [--node N] [--dry-run] [--json]"},
+    {"thp", hpctl_thp, "thp [--json] | thp set enabled|defrag VALUE [--dry-run] [--json]"},
+    {"mthp", hpctl_mthp, "mthp [--json] | mthp set SIZE|all enabled|shmem_enabled VALUE "
+                         "[--dry-run] [--json]"},
+    {"watch", hpctl_watch, "watch [PID] [--interval SECONDS] [--count N] [--json]"},
+    {"version", cmd_version, "version [--json]"},
+};
+
+static int usage(void)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
+        fprintf(stderr, "%s hpctl %s\n", i ? "      " : "usage:", commands[i].usage);
+    return HPCTL_USAGE;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
         return usage();
-    if (!strcmp(argv[1], "status")) {
-        if (argc > 3 || (argc == 3 && strcmp(argv[2], "--json")))
-            return usage();
-        return cmd_status(argc == 3);
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage();
+        return HPCTL_OK;
     }
-    if (!strcmp(argv[1], "alloc"))
-        return cmd_alloc(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "version")) {
-        printf("%s\n", hp_version_string());
-        return 0;
-    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "hpctl: unknown command \"%s\"\n", argv[1]);
     return usage();
 }

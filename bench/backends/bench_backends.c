@@ -83,6 +83,24 @@ static double median(const double *v, int n)
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
+/* --json FILE: every measurement, per round, for bench/plots.py. */
+static FILE *jout;
+static int jrecords;
+
+static void json_array(const double *v, int n)
+{
+    fputc('[', jout);
+    for (int i = 0; i < n; i++)
+        fprintf(jout, "%s%.9g", i ? ", " : "", v[i]);
+    fputc(']', jout);
+}
+
+/* Start the next record of "records"; the caller writes its fields. */
+static void json_record(const char *table)
+{
+    fprintf(jout, "%s\n  {\"table\": \"%s\"", jrecords++ ? "," : "", table);
+}
+
 static void die(const char *fmt, const char *arg)
 {
     fprintf(stderr, "bench_backends: ");
@@ -327,6 +345,30 @@ static void map_touch_unmap(struct config *cfg, int ncfg, int rounds, uint64_t l
                lt / rt, paired_ratio(c, rounds), 100 * c->huge_frac[0], 100 * c->huge_frac[1],
                c->faults[0], c->faults[1]);
     }
+    for (int i = 0; jout && i < ncfg; i++) {
+        struct config *c = &cfg[i];
+        json_record("map_touch");
+        fprintf(jout, ", \"backend\": \"%s\", \"page_size\": %llu, \"size\": %llu, "
+                      "\"usable\": %s, \"why\": \"%s\"", c->name,
+                (unsigned long long)c->page_size, (unsigned long long)len,
+                c->usable ? "true" : "false", c->why);
+        if (!c->usable) {
+            fputc('}', jout);
+            continue;
+        }
+        const char *who[2] = {"raw", "libhp"};
+        for (int k = 0; k < 2; k++) {
+            fprintf(jout, ", \"%s\": {\"map_touch_s\": ", who[k]);
+            json_array(c->map_touch[k], rounds);
+            fprintf(jout, ", \"unmap_s\": ");
+            json_array(c->unmap[k], rounds);
+            fprintf(jout, ", \"total_s\": ");
+            json_array(c->total[k], rounds);
+            fprintf(jout, ", \"warm_total_s\": %.9g, \"huge_frac\": %.6g, \"faults\": %ld}",
+                    c->warm_total[k], c->huge_frac[k], c->faults[k]);
+        }
+        fputc('}', jout);
+    }
     printf("\nWarm-up round (round 0, not in the medians; the THP row's first run is this "
            "process's very first THP touch):\n\n");
     printf("| backend | raw s | libhp s | ran first |\n|---|---|---|---|\n");
@@ -441,6 +483,22 @@ static void random_access(struct config *cfg, int ncfg, int rounds, uint64_t len
                median(r->populate, r->n), dep, base_dep / dep, up, base_gups / up,
                100 * median(r->huge, r->n));
     }
+    for (int k = 0; jout && k < nrows; k++) {
+        struct ra_row *r = &rows[k];
+        json_record("random_access");
+        fprintf(jout, ", \"backend\": \"%s\", \"page_size\": %llu, \"size\": %llu, "
+                      "\"hops\": %llu, \"updates\": %llu, \"usable\": %s, \"populate_s\": ",
+                r->c->name, (unsigned long long)r->c->page_size, (unsigned long long)len,
+                (unsigned long long)hops, (unsigned long long)updates, r->n ? "true" : "false");
+        json_array(r->populate, r->n);
+        fprintf(jout, ", \"dependent_load_ns\": ");
+        json_array(r->dep_ns, r->n);
+        fprintf(jout, ", \"gups_update_ns\": ");
+        json_array(r->gups_ns, r->n);
+        fprintf(jout, ", \"huge_frac\": ");
+        json_array(r->huge, r->n);
+        fputc('}', jout);
+    }
     if (sink == 42)
         printf("\n");
 }
@@ -509,7 +567,7 @@ int main(int argc, char **argv)
 {
     int rounds = 8, ra_rounds = 3, skip_ra = 0;
     uint64_t len = 2 * GB, ra_len = 4 * GB;
-    const char *first = NULL;
+    const char *first = NULL, *json_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--rounds") && v)
@@ -526,10 +584,12 @@ int main(int argc, char **argv)
             verbose = 1;
         else if (!strcmp(a, "--first-touch") && v)
             first = v, i++;
+        else if (!strcmp(a, "--json") && v)
+            json_path = v, i++;
         else
             die("usage: bench_backends [--rounds N] [--size-mb M] [--ra-rounds N] "
                 "[--ra-size-mb M (power of two)] [--skip-ra] [--verbose] "
-                "[--first-touch thp-raw|thp-libhp]%s",
+                "[--first-touch thp-raw|thp-libhp] [--json FILE]%s",
                 "");
     }
     /* libhp against the syscalls its backends issue: a freed block must be
@@ -565,12 +625,29 @@ int main(int argc, char **argv)
     for (int i = 0; i < ncfg; i++)
         cfg[i].usable = 1;
     if (got2m < (long)(len / (2 * MB)))
-        cfg[3].usable = 0, snprintf(cfg[3].why, sizeof(cfg[3].why), "%ld pages in the pool", got2m);
+        cfg[3].usable = 0, snprintf(cfg[3].why, sizeof(cfg[3].why), got2m < 0 ?
+                                    "no pool of this size on this kernel" : "%ld pages in the pool", got2m);
     if (got1g < (long)(len / GB))
-        cfg[4].usable = 0, snprintf(cfg[4].why, sizeof(cfg[4].why), "%ld pages in the pool", got1g);
+        cfg[4].usable = 0, snprintf(cfg[4].why, sizeof(cfg[4].why), got1g < 0 ?
+                                    "no pool of this size on this kernel" : "%ld pages in the pool", got1g);
     if (hp_reprobe() != HP_OK)
         die("libhp cannot start: %s", hp_last_error_detail());
 
+    if (json_path) {
+        jout = fopen(json_path, "we");
+        if (!jout)
+            die("cannot write %s", json_path);
+        char kernel[128] = "?";
+        FILE *f = fopen("/proc/sys/kernel/osrelease", "re");
+        if (f && fgets(kernel, sizeof(kernel), f))
+            kernel[strcspn(kernel, "\n")] = '\0';
+        if (f)
+            fclose(f);
+        fprintf(jout, "{\"bench\": \"backends\", \"kernel\": \"%s\", \"cpus\": %ld, "
+                      "\"date\": %lld, \"rounds\": %d, \"ra_rounds\": %d, \"pool_2m\": %ld, "
+                      "\"pool_1g\": %ld, \"records\": [", kernel, sysconf(_SC_NPROCESSORS_ONLN),
+                (long long)time(NULL), rounds, skip_ra ? 0 : ra_rounds, got2m, got1g);
+    }
     printf("# libhp backends against their raw syscall sequences\n\n");
     printf("Kernel pools: %ld x 2 MiB, %ld x 1 GiB; THP enabled=madvise defrag=madvise; "
            "mTHP 64 KiB madvise (2 MiB off during the mTHP rows).\n", got2m, got1g);
@@ -585,6 +662,11 @@ int main(int argc, char **argv)
             }
         }
         random_access(cfg, ncfg, ra_rounds, ra_len);
+    }
+    if (jout) {
+        fprintf(jout, "\n]}\n");
+        if (fclose(jout) != 0)
+            die("cannot write %s", json_path);
     }
     knob_restore_all();
     return 0;

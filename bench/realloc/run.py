@@ -18,6 +18,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
@@ -49,12 +50,21 @@ def configs(build, thp_row):
     return rows
 
 
+# --trace: each timed run also records the time to reach every size.
+args_trace = False
+
+
 def run_once(exe, args, extra_env):
     env = dict(os.environ)
     for k in ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES", "MIMALLOC_LARGE_OS_PAGES",
               "HP_BACKENDS"):
         env.pop(k, None)
     env.update(extra_env)
+    trace = None
+    if args_trace and args[0] != "primer":
+        fd, trace = tempfile.mkstemp(prefix="realloc-trace-", suffix=".json")
+        os.close(fd)
+        env["REALLOC_TRACE"] = trace
     t0 = time.perf_counter()
     proc = subprocess.Popen([exe] + args, env=env)
     _, status, ru = os.wait4(proc.pid, 0)
@@ -62,8 +72,13 @@ def run_once(exe, args, extra_env):
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{exe} {args} with {extra_env} exited {proc.returncode}")
-    return {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime,
-            "faults": ru.ru_minflt + ru.ru_majflt, "maxrss_kb": ru.ru_maxrss}
+    r = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime,
+         "faults": ru.ru_minflt + ru.ru_majflt, "maxrss_kb": ru.ru_maxrss}
+    if trace:
+        with open(trace) as fh:
+            r["trace"] = json.load(fh)   # [[size, seconds to reach it], ...]
+        os.unlink(trace)
+    return r
 
 
 def fmt_s(values):
@@ -103,7 +118,11 @@ def main():
     ap.add_argument("--thp-row", action="store_true", help="also libhp restricted to THP")
     ap.add_argument("--only", help="configuration names to run, separated by ';' (libhp always)")
     ap.add_argument("--json", help="write every measurement here")
+    ap.add_argument("--trace", action="store_true",
+                    help="also record, per run, the time to reach each size (REALLOC_TRACE)")
     args = ap.parse_args()
+    global args_trace
+    args_trace = args.trace
     build = os.path.abspath(args.build)
     rows = configs(build, args.thp_row)
     if args.only:

@@ -14,7 +14,8 @@
  * Every measurement of rss and start runs in a fresh forked child; the
  * configurations are interleaved round-robin, repeated, and reported as
  * medians. Takes the machine-wide knob lock; knobs it sets are restored.
- * usage: bench_stacks [rss|start|churn|all] [reps]   (root for rss/hugetlb)
+ * usage: bench_stacks [rss|start|churn|all] [reps] [JSON_FILE]   (root for
+ * rss/hugetlb); JSON_FILE gets every measurement per rep, for bench/plots.py.
  */
 #include <hp.h>
 #include "st_crowd.h"
@@ -57,6 +58,23 @@ static long rss_kb(void)
         fclose(f);
     }
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static FILE *jout;
+static int jrecords;
+
+static void json_array(const double *v, int n, double scale)
+{
+    fputc('[', jout);
+    for (int i = 0; i < n; i++)
+        fprintf(jout, "%s%.9g", i ? ", " : "", v[i] * scale);
+    fputc(']', jout);
+}
+
+/* Start the next record of "records"; the caller writes its fields. */
+static void json_record(const char *table)
+{
+    fprintf(jout, "%s\n  {\"table\": \"%s\"", jrecords++ ? "," : "", table);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -180,6 +198,15 @@ static void bench_rss(int reps)
                 snprintf(covs, sizeof(covs), "%.1f %%", 100 * median(cov[i], reps));
             printf("| %s | %s | %.1f MiB | %.3fx | %s |\n", modes[m], kind_names[kinds[i]],
                    med / 1024, med / glibc, covs);
+            if (jout) {
+                json_record("rss");
+                fprintf(jout, ", \"thp\": \"%s\", \"stack\": \"%s\", \"threads\": %d, "
+                              "\"rss_growth_kib\": ", modes[m], kind_names[kinds[i]], NTHREADS);
+                json_array(kb[i], reps, 1);
+                fprintf(jout, ", \"huge_coverage\": ");
+                kinds[i] >= ST_LEAN ? json_array(cov[i], reps, 1) : (void)fputs("null", jout);
+                fputc('}', jout);
+            }
         }
     }
     knob_restore_all();
@@ -214,6 +241,17 @@ static void bench_start(int reps, int tlb)
         printf("| %s | %.2f ms | %.0f | %.2fx | %s |\n", kind_names[kinds[i]],
                1e3 * median(t[i], reps), median(faults[i], reps), median(t[i], reps) / lean,
                covs);
+        if (jout) {
+            json_record("start");
+            fprintf(jout, ", \"stack\": \"%s\", \"threads\": %d, \"seconds\": ",
+                    kind_names[kinds[i]], NTHREADS);
+            json_array(t[i], reps, 1);
+            fprintf(jout, ", \"minor_faults\": ");
+            json_array(faults[i], reps, 1);
+            fprintf(jout, ", \"huge_coverage\": ");
+            kinds[i] >= ST_LEAN ? json_array(cov[i], reps, 1) : (void)fputs("null", jout);
+            fputc('}', jout);
+        }
     }
     knob_restore_all();
 }
@@ -287,6 +325,13 @@ static void bench_churn(int reps, int huge)
                 double med = median(ns[w], reps);
                 printf("| %zu KiB | %s | %s | %.0f | %.1fx |\n", sizes[z] >> 10,
                        touch ? "1 byte at the top" : "no", way_names[w], med, raw / med);
+                if (jout) {
+                    json_record("churn");
+                    fprintf(jout, ", \"size\": %zu, \"touched\": %s, \"way\": \"%s\", "
+                                  "\"ns\": ", sizes[z], touch ? "true" : "false", way_names[w]);
+                    json_array(ns[w], reps, 1);
+                    fputc('}', jout);
+                }
             }
         }
     struct hp_stack_cache_config cfg = HP_STACK_CACHE_CONFIG_INIT;
@@ -309,7 +354,8 @@ int main(int argc, char **argv)
     const char *what = argc > 1 ? argv[1] : "all";
     int reps = argc > 2 ? atoi(argv[2]) : 5;
     if (reps < 1 || reps > MAX_REPS) {
-        fprintf(stderr, "usage: %s [rss|start|churn|all] [reps 1..%d]\n", argv[0], MAX_REPS);
+        fprintf(stderr, "usage: %s [rss|start|churn|all] [reps 1..%d] [JSON_FILE]\n", argv[0],
+                MAX_REPS);
         return 2;
     }
 #ifdef BENCH_BACKEND_DIR
@@ -325,6 +371,15 @@ int main(int argc, char **argv)
     knob_get(THP_ENABLED, thp, sizeof(thp));
     printf("# bench_stacks %s, %d reps; THP enabled: %s; %d threads\n", what, reps, thp,
            NTHREADS);
+    if (argc > 3) {
+        jout = fopen(argv[3], "we");
+        if (!jout) {
+            fprintf(stderr, "cannot write %s: %s\n", argv[3], strerror(errno));
+            return 1;
+        }
+        fprintf(jout, "{\"bench\": \"stacks\", \"date\": %lld, \"reps\": %d, "
+                      "\"thp_enabled\": \"%s\", \"records\": [", (long long)time(NULL), reps, thp);
+    }
     int root = is_root();
     int all = !strcmp(what, "all");
     if ((all || !strcmp(what, "rss")) && root)
@@ -335,5 +390,10 @@ int main(int argc, char **argv)
     hp_reprobe();
     if (all || !strcmp(what, "churn"))
         bench_churn(reps, thp_ok());
+    if (jout) {
+        fputs("\n]}\n", jout);
+        if (fclose(jout) != 0)
+            return 1;
+    }
     return 0;
 }

@@ -1,8 +1,8 @@
 /*
- * hpctl's SIZE parser ("64M", "2MiB", "1G", "4096"): tools/hpctl.c compiled
- * in with its main renamed. Any string: no crash, an accepted value is a
- * whole multiple of its unit, and human_size prints any value into its
- * buffer. (The fuzzer's first find: strtoull's leading blanks and signs get
+ * hpctl's SIZE parser ("64M", "2MiB", "1G", "4096") and page-count parser:
+ * tools/hpctl_util.c compiled in. Any string: no crash, an accepted size is
+ * a whole multiple of its unit, an accepted count is all digits, and
+ * human_size prints any value into its buffer. (The fuzzer's first find: strtoull's leading blanks and signs get
  * through, so " -1" is accepted as 18446744073709551615; reported, see
  * docs/robustness.md. hp_alloc then refuses the size with HP_ESIZE.)
  */
@@ -12,10 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hpctl_main(int argc, char **argv);
-#define main hpctl_main
-#include "../../tools/hpctl.c"
-#undef main
+#include "../../tools/hpctl_util.c"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -40,6 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         : *unit == 'g' || *unit == 'G' ? 1u << 30 : 1;
         FUZZ_CHECK(v % mult == 0);
     }
+    uint64_t count;
+    if (parse_u64(s, &count) == 0)
+        FUZZ_CHECK(s[0] && strspn(s, "0123456789") == strlen(s));
     char human[32];
     human_size(v, human, sizeof(human));
     FUZZ_CHECK(memchr(human, '\0', sizeof(human)));

@@ -13,7 +13,7 @@ n=0 fail=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 bad() { n=$((n + 1)); echo "not ok $n - $1"; fail=1; }
 check() { desc=$1; shift; if "$@" > "$root/out" 2>&1; then ok "$desc"; else bad "$desc"; sed 's/^/# /' "$root/out"; fi; }
-echo "1..9"
+echo "1..10"
 
 check "meson install into a DESTDIR" meson install -C "$build" --no-rebuild --destdir "$root" --quiet
 pc=$(find "$root" -name libhp.pc | head -1)
@@ -34,6 +34,12 @@ echo "# prefix $prefix, libdir $libdir, backenddir $backenddir"
 check "backenddir holds the four plugins" sh -c "cd '$backenddir' && ls hugetlbfs.so thp-madvise.so anon-orders.so fallback.so"
 check "headers installed" test -f "$prefix/include/hp.h" -a -f "$prefix/include/hp/backend.h"
 check "hpctl installed" test -x "$prefix/bin/hpctl"
+if command -v scdoc > /dev/null && command -v man > /dev/null; then
+  check "man pages installed; man 3 hp_free follows its .so link to hp_alloc(3)" \
+    sh -c "test -f '$prefix/share/man/man1/hpctl.1' -a -f '$prefix/share/man/man7/libhp-backend.7' && MANWIDTH=80 man -M '$prefix/share/man' 3 hp_free 2>/dev/null | grep -q 'hp_realloc(NULL, n, f)'"
+else
+  n=$((n + 1)); echo "ok $n - man pages # SKIP scdoc or man missing"
+fi
 
 export LD_LIBRARY_PATH=$libdir HP_BACKEND_PATH=$backenddir
 check "consumer compiles with cc \$(pkg-config --cflags --libs libhp)" \

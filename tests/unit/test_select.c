@@ -192,6 +192,133 @@ static void flags_page_size_decoding(void **state)
     assert_true(hp_flags_page_size(HP_F_PAGE_1G) == G);
 }
 
+/* The note hp_select_explain gave (backend, page size), or NULL. */
+static const struct hp_select_note *find(const struct hp_select_note *notes, unsigned n,
+                                         unsigned backend, uint64_t ps)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (notes[i].backend == backend && notes[i].page_size == ps)
+            return &notes[i];
+    return NULL;
+}
+
+/* Explain and select agree, and every candidate has its rank. */
+static unsigned explain(const struct hp_select_request *r, struct hp_select_note *notes,
+                        unsigned max)
+{
+    struct hp_candidate a[HP_SELECT_MAX], b[HP_SELECT_MAX];
+    unsigned n_notes = 0;
+    unsigned na = hp_select(r, view, NB, a, HP_SELECT_MAX);
+    unsigned nb = hp_select_explain(r, view, NB, b, HP_SELECT_MAX, notes, max, &n_notes);
+    assert_int_equal(na, nb);
+    for (unsigned i = 0; i < na; i++) {
+        assert_int_equal(a[i].backend, b[i].backend);
+        assert_true(a[i].page_size == b[i].page_size);
+        int ranked = 0;
+        for (unsigned k = 0; k < n_notes; k++)
+            ranked += notes[k].backend == a[i].backend && notes[k].page_size == a[i].page_size &&
+                      notes[k].why == HP_WHY_CANDIDATE && notes[k].rank == (int)i;
+        assert_int_equal(ranked, 1);
+    }
+    return n_notes;
+}
+
+static void explain_says_why(void **state)
+{
+    (void)state;
+    struct hp_select_note notes[64];
+    /* 3 GiB: the 1 GiB pool (2 free) is short by 1, the 2 MiB one (1000
+     * free) by 536; 16K mTHP loses to 64K; the plugin is never automatic. */
+    struct hp_select_request r = req(3 * G, 0);
+    unsigned n = explain(&r, notes, 64);
+    const struct hp_select_note *x = find(notes, n, HUGETLB, G);
+    assert_non_null(x);
+    assert_int_equal(x->why, HP_WHY_POOL_SHORT);
+    assert_true(x->short_pages == 1);
+    x = find(notes, n, HUGETLB, 2 * M);
+    assert_int_equal(x->why, HP_WHY_POOL_SHORT);
+    assert_true(x->short_pages == 536);
+    assert_int_equal(find(notes, n, MTHP, 16 * K)->why, HP_WHY_BEATEN);
+    assert_int_equal(find(notes, n, OTHER, 0)->why, HP_WHY_THIRD_PARTY);
+    /* 100 KiB: 2 MiB pages are larger than the block. */
+    r = req(100 * K, 0);
+    n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, HUGETLB, 2 * M)->why, HP_WHY_LARGER);
+    assert_int_equal(find(notes, n, THP, 2 * M)->why, HP_WHY_LARGER);
+    /* Required huge pages drop base pages; a page size asked for rules
+     * out the others. */
+    r = req(4 * M, HP_F_REQUIRE_HUGE | HP_F_PAGE_2M);
+    n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, BASE, 4 * K)->why, HP_WHY_BASE_PAGE);
+    assert_int_equal(find(notes, n, HUGETLB, G)->why, HP_WHY_OTHER_SIZE);
+    assert_int_equal(find(notes, n, MTHP, 64 * K)->why, HP_WHY_OTHER_SIZE);
+}
+
+static void explain_names_each_exclusion(void **state)
+{
+    (void)state;
+    struct hp_select_note notes[64];
+    const char excl[][HP_OPT_NAME_LEN] = {"hugetlbfs"};
+    const char never[][HP_OPT_NAME_LEN] = {"anon-orders"};
+    struct hp_select_request r = req(4 * M, 0);
+    r.exclude = excl;
+    r.n_exclude = 1;
+    r.never = never;
+    r.n_never = 1;
+    unsigned n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, HUGETLB, 0)->why, HP_WHY_EXCLUDED);
+    assert_int_equal(find(notes, n, MTHP, 0)->why, HP_WHY_EXCLUDED_ENV);
+    check(&r, (struct expect[]){{THP, 2 * M}, {BASE, 4 * K}}, 2);
+
+    const char only[][HP_OPT_NAME_LEN] = {"fallback"};
+    r = req(4 * M, 0);
+    r.only = only;
+    r.n_only = 1;
+    n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, THP, 0)->why, HP_WHY_NOT_LISTED);
+    r = req(4 * M, 0);
+    r.backend = "thp-madvise";
+    n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, HUGETLB, 0)->why, HP_WHY_NOT_NAMED);
+    caps[MTHP].available = 0;
+    r = req(4 * M, 0);
+    n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, MTHP, 0)->why, HP_WHY_UNAVAILABLE);
+    /* A named backend that fits nothing serves with its smallest size. */
+    r = req(4 * K, 0);
+    r.backend = "hugetlbfs";
+    n = explain(&r, notes, 64);
+    /* (it did not fit: the 2 MiB page is larger than the block) */
+    assert_int_equal(find(notes, n, HUGETLB, 2 * M)->why, HP_WHY_LARGER);
+    assert_int_equal(notes[n - 1].why, HP_WHY_CANDIDATE);
+    assert_true(notes[n - 1].page_size == 2 * M && notes[n - 1].named_fallback);
+    /* A short notes array loses notes, never candidates (mTHP is off now). */
+    r = req(3 * G, 0);
+    unsigned got = 0;
+    struct hp_candidate out[HP_SELECT_MAX];
+    assert_int_equal(hp_select_explain(&r, view, NB, out, HP_SELECT_MAX, notes, 2, &got), 2);
+    assert_int_equal(got, 2);
+    assert_string_equal(hp_select_why_name(HP_WHY_POOL_SHORT), "pool-short");
+    assert_string_equal(hp_select_why_name(HP_WHY_COUNT), "?");
+}
+
+static void cached_pages_count_as_free(void **state)
+{
+    (void)state;
+    uint64_t cached[HP_MAX_PAGE_SIZES] = {6 * M + 4 * K, 2 * G};
+    caps[HUGETLB].pool_free[0] = 0;
+    caps[HUGETLB].pool_free[1] = 0;
+    caps[HUGETLB].available = 0;
+    hp_select_credit_cached(&caps[HUGETLB], HP_KIND_HUGETLB, cached);
+    assert_true(caps[HUGETLB].pool_free[0] == 3);   /* whole pages only */
+    assert_true(caps[HUGETLB].pool_free[1] == 2);
+    assert_true(caps[HUGETLB].available);
+    hp_select_credit_cached(&caps[THP], HP_KIND_THP, cached);
+    assert_true(caps[THP].pool_free[0] == UNPOOLED);
+    struct hp_select_request r = req(6 * M, 0);
+    check(&r, (struct expect[]){{HUGETLB, 2 * M}, {THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +333,9 @@ int main(void)
         cmocka_unit_test_setup(exclusions_and_order_override, machine),
         cmocka_unit_test_setup(unavailable_backends_are_skipped, machine),
         cmocka_unit_test(flags_page_size_decoding),
+        cmocka_unit_test_setup(explain_says_why, machine),
+        cmocka_unit_test_setup(explain_names_each_exclusion, machine),
+        cmocka_unit_test_setup(cached_pages_count_as_free, machine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

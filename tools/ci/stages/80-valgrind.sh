@@ -18,7 +18,8 @@
 #                  HPTEST_VALGRIND as tests/stress does would bring them in.)
 #   abi-ffi        dlcloses libhp: memcheck reports the registry tables libhp
 #                  never frees as definitely lost (docs/robustness.md).
-#   suites python, rust (if present) are not C programs.
+#   suites python, rust (if present) are not C programs; neither are the
+#   suites hpctl and man (Python and shell drivers of hpctl and man).
 set -u
 results=${HP_RESULTS:-/dev/null}
 [ -e build/build.ninja ] || { echo "80-valgrind: no build/; the build stage must run first" >&2; echo "0 1" >> "$results"; exit 1; }
@@ -26,7 +27,7 @@ meson compile -C build || { echo "0 1" >> "$results"; exit 1; }
 tests=$(meson introspect build --tests | python3 -c '
 import json, sys
 skip_suites = {"libhp:pkg", "libhp:kernel", "libhp:realloc", "libhp:stack", "libhp:python",
-               "libhp:rust"}
+               "libhp:rust", "libhp:hpctl", "libhp:man"}
 skip = {"abi-ffi"}
 print(" ".join(t["name"] for t in json.load(sys.stdin)
                if t["name"] not in skip and not skip_suites & set(t["suite"])))')

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""hpctl pool, thp and mthp on fabricated /sys trees (HP_SYSFS_ROOT): what
+they show is what the tree says, set writes the file and reads it back,
+--dry-run writes nothing, and bad values, missing sizes and unwritable
+knobs get their documented exit codes. No real knob is touched.
+
+usage: check-knobs-fake.py HPCTL   (TAP output)"""
+import json
+import os
+
+from hpctltest import done, fake_tree, ok, put, read, run, run_json
+
+P2 = "sys/kernel/mm/hugepages/hugepages-2048kB/"
+P1G = "sys/kernel/mm/hugepages/hugepages-1048576kB/"
+T = "sys/kernel/mm/transparent_hugepage/"
+
+# Two sizes, two nodes: the show output is the tree.
+root = fake_tree(pools={2048: (64, 60, 4, 0, 8), 1048576: (2, 1, 0, 0, 0)}, nodes=2,
+                 mthp={64: "always inherit madvise [never]", 2048: "always [inherit] madvise never"})
+env = {"HP_SYSFS_ROOT": root}
+rc, d, err = run_json("pool", env=env)
+ok(rc == 0 and d["schema"] == 1 and d["command"] == "pool", "pool --json parses", err)
+pools = {p["page_size"]: p for p in d["pools"]}
+ok(sorted(pools) == [2 << 20, 1 << 30], "both page sizes listed", d)
+p2 = pools[2 << 20]
+ok((p2["total"], p2["free"], p2["reserved"], p2["surplus"], p2["overcommit"]) == (64, 60, 4, 0, 8),
+   "2M pool figures are the tree's", p2)
+ok([(n["node"], n["total"], n["free"]) for n in p2["nodes"]] == [(0, 32, 30), (1, 32, 30)],
+   "per-node figures", p2["nodes"])
+ok(d["meminfo"]["HugePages_Total"] == 64, "meminfo read from the tree", d["meminfo"])
+rc, out, err = run("pool", env=env)
+ok(rc == 0 and "1G" in out and "node1=32/30" in out, "pool text", out + err)
+
+# set: writes, reads back, reports the grant and the time.
+rc, d, err = run_json("pool", "set", "2M", "100", env=env)
+ch = d and d["changes"][0]
+ok(rc == 0 and ch["asked"] == 100 and ch["before"] == 64 and ch["granted"] == 100 and
+   ch["elapsed_ns"] is not None, "pool set 2M 100", (d, err))
+ok(read(root, P2 + "nr_hugepages") == "100", "the knob holds 100")
+rc, out, err = run("pool", "set", "1G", "4", "--node", "1", env=env)
+ok(rc == 0 and read(root, "sys/devices/system/node/node1/hugepages/hugepages-1048576kB/nr_hugepages")
+   == "4" and read(root, P1G + "nr_hugepages") == "2", "--node writes the node's knob only",
+   out + err)
+rc, d, err = run_json("pool", "set", "2M", "--overcommit", "16", env=env)
+ok(rc == 0 and read(root, P2 + "nr_overcommit_hugepages") == "16" and
+   read(root, P2 + "nr_hugepages") == "100", "--overcommit alone", (d, err))
+
+# dry run: nothing written.
+rc, out, err = run("pool", "set", "2M", "7", "--dry-run", env=env)
+ok(rc == 0 and "would write 7" in out and read(root, P2 + "nr_hugepages") == "100",
+   "--dry-run writes nothing", out + err)
+rc, out, err = run("pool", "release", "--dry-run", env=env)
+ok(rc == 0 and out.count("would write 0") == 2 and read(root, P1G + "nr_hugepages") == "2",
+   "release --dry-run names both pools", out + err)
+
+# release: every size to 0.
+rc, d, err = run_json("pool", "release", env=env)
+ok(rc == 0 and len(d["changes"]) == 2 and read(root, P2 + "nr_hugepages") == "0" and
+   read(root, P1G + "nr_hugepages") == "0", "release sets every pool to 0", (d, err))
+
+# errors
+for args, code, what in [(("pool", "set", "3M", "4"), 4, "no such pool size"),
+                         (("pool", "set", "2M", "-4"), 2, "negative count"),
+                         (("pool", "set", "2M", "lots"), 2, "garbage count"),
+                         (("pool", "set", "2M"), 2, "no count"),
+                         (("pool", "set", "2M", "4", "--node", "7"), 4, "no such node"),
+                         (("pool", "set", "2M", "4", "--node", "0", "--overcommit", "1"), 2,
+                          "overcommit is not per node"),
+                         (("pool", "frob"), 2, "unknown verb")]:
+    before = read(root, P2 + "nr_hugepages")
+    rc, out, err = run(*args, env=env)
+    ok(rc == code and err.strip() and read(root, P2 + "nr_hugepages") == before,
+       "%s: exit %d with a message, nothing changed" % (what, code), (rc, out, err))
+
+# A knob that cannot be written (read-only file: what a non-root user sees).
+os.chmod(os.path.join(root, P2 + "nr_hugepages"), 0o444)
+if os.geteuid() != 0:
+    rc, out, err = run("pool", "set", "2M", "8", env=env)
+    ok(rc == 3 and "root" in err, "read-only knob: exit 3, says root", err)
+
+# A kernel that grants fewer pages than asked: simulated by a knob that
+# reads back its old value (a FIFO would block; a directory fails open).
+root2 = fake_tree(pools={2048: (0, 0, 0, 0, 0)})
+os.remove(os.path.join(root2, P2 + "nr_hugepages"))
+os.mkdir(os.path.join(root2, P2 + "nr_hugepages"))
+rc, out, err = run("pool", "set", "2M", "8", env={"HP_SYSFS_ROOT": root2})
+ok(rc != 0 and err.strip(), "unreadable knob: a failure with a message", (rc, out, err))
+
+# THP
+rc, d, err = run_json("thp", env=env)
+ok(rc == 0 and d["enabled"] == "madvise" and d["defrag"] == "madvise", "thp --json", (d, err))
+rc, d, err = run_json("thp", "set", "enabled", "always", env=env)
+ok(rc == 0 and read(root, T + "enabled") == "always" and d["changes"][0]["before"] == "madvise",
+   "thp set enabled always writes the file", (d, err))
+put(root, T + "enabled", "[always] madvise never\n")   # as the kernel shows it after the write
+rc, out, err = run("thp", "set", "enabled", "sometimes", env=env)
+ok(rc == 2 and "always, madvise, never" in err and read(root, T + "enabled") == "[always] madvise never",
+   "a value the file does not list is refused, naming the choices", err)
+rc, out, err = run("thp", "set", "defrag", "defer", "--dry-run", env=env)
+ok(rc == 0 and "would write defer" in out and "madvise" in read(root, T + "defrag"),
+   "thp set --dry-run", out + err)
+rc, out, err = run("thp", "set", "khugepaged", "1", env=env)
+ok(rc == 2, "thp set of an unknown knob is a usage error", err)
+
+# mTHP
+rc, d, err = run_json("mthp", env=env)
+sizes = {s["page_size"]: s for s in d["sizes"]} if d else {}
+ok(rc == 0 and sizes[65536]["enabled"] == "never" and sizes[2 << 20]["enabled"] == "inherit" and
+   sizes[65536]["stats"] == {"nr_anon": 3, "anon_fault_alloc": 17} and
+   sizes[65536]["shmem_enabled"] == "never", "mthp --json: switches and counters", (d, err))
+rc, out, err = run("mthp", "set", "64K", "enabled", "always", env=env)
+ok(rc == 0 and read(root, T + "hugepages-64kB/enabled") == "always", "mthp set 64K enabled always",
+   out + err)
+rc, out, err = run("mthp", "set", "all", "shmem_enabled", "advise", env=env)
+ok(rc == 0 and read(root, T + "hugepages-64kB/shmem_enabled") == "advise" and
+   read(root, T + "hugepages-2048kB/shmem_enabled") == "advise", "mthp set all shmem_enabled", out + err)
+rc, out, err = run("mthp", "set", "128K", "enabled", "always", env=env)
+ok(rc == 4 and "128K" in err, "mthp set of a size the kernel lacks: exit 4", err)
+rc, out, err = run("mthp", "set", "64K", "enabled", "on", env=env)
+ok(rc == 2 and read(root, T + "hugepages-64kB/enabled") == "always", "mthp bad value refused", err)
+
+# No THP at all.
+root3 = fake_tree(thp=None)
+rc, d, err = run_json("thp", env={"HP_SYSFS_ROOT": root3})
+ok(rc == 0 and d["present"] is False, "thp --json on a kernel without THP", (d, err))
+rc, out, err = run("mthp", env={"HP_SYSFS_ROOT": root3})
+ok(rc == 4, "mthp on a kernel without mTHP: exit 4", (rc, out, err))
+
+# watch, machine view, from the tree.
+rc, out, err = run("watch", "--count", "2", "--interval", "0.05", "--json", env=env)
+lines = [json.loads(x) for x in out.splitlines()] if rc == 0 else []
+ok(len(lines) == 2 and lines[0]["anon_huge_kb"] == 4096 and lines[0]["faults"] == 1000 and
+   lines[1]["faults_delta"] == 0 and {m["page_size"]: m["nr_anon"] for m in lines[0]["mthp"]}
+   == {65536: 3, 2 << 20: 3}, "watch --json reads the tree", (out, err))
+done()

@@ -1,0 +1,68 @@
+/*
+ * hpctl internals shared by its subcommands (one file per subcommand,
+ * dispatched from the table in hpctl.c).
+ *
+ * Exit codes (docs/hpctl-json.md, hpctl(1)):
+ */
+#ifndef HPCTL_H
+#define HPCTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    HPCTL_OK = 0,         /* done */
+    HPCTL_FAIL = 1,       /* the operation failed (kernel refused, allocation failed) */
+    HPCTL_USAGE = 2,      /* bad command line */
+    HPCTL_EPERM = 3,      /* a knob could not be written: not root */
+    HPCTL_ENOENT = 4,     /* this machine has no such pool, size, knob or process */
+    HPCTL_PARTIAL = 5,    /* the kernel granted fewer pool pages than asked */
+};
+
+/* Version of every --json document (docs/hpctl-json.md). */
+#define HPCTL_SCHEMA 1
+
+#define THP_DIR "/sys/kernel/mm/transparent_hugepage"
+#define POOL_DIR "/sys/kernel/mm/hugepages"
+#define NODE_DIR "/sys/devices/system/node"
+
+/* Subcommands: argv[0] is the subcommand's first argument (after its name). */
+int hpctl_pool(int argc, char **argv);
+int hpctl_thp(int argc, char **argv);
+int hpctl_mthp(int argc, char **argv);
+int hpctl_explain(int argc, char **argv);
+int hpctl_watch(int argc, char **argv);
+
+/* /proc or /sys path as hpctl reads and writes it: below HP_SYSFS_ROOT when
+ * that is set (fabricated trees in tests), else path itself. */
+const char *hpctl_path(const char *path, char *buf, size_t cap);
+
+/* Read a one-line file (test root applies); "" if unreadable. */
+void read_line(const char *path, char *buf, size_t cap);
+/* The bracketed choice of a "always [madvise] never" file, or the raw
+ * line, or "unavailable". */
+void selected(const char *path, char *buf, size_t cap);
+/* Read an unsigned decimal file; 0 on success, -1 otherwise. */
+int read_u64(const char *path, uint64_t *out);
+/* 1 if path exists (test root applies). */
+int path_exists(const char *path);
+
+/* Write value to a knob (test root applies). Returns 0 or -errno. */
+int write_knob(const char *path, const char *value);
+/* Exit code and message for a failed knob write. */
+int knob_error(const char *path, const char *value, int err);
+
+void json_string(const char *s);
+void human_size(uint64_t bytes, char *buf, size_t cap);
+/* "64M", "2MiB", "1G", "4096" -> bytes. 0 or -1. */
+int parse_size(const char *s, uint64_t *out);
+/* Plain unsigned decimal; 0 or -1. */
+int parse_u64(const char *s, uint64_t *out);
+
+/* Sorted "hugepages-<n>kB" entries of dir (test root applies); returns the count. */
+int size_dirs(const char *dir, unsigned long kb[], int max);
+
+/* Nanoseconds of CLOCK_MONOTONIC. */
+uint64_t now_ns(void);
+
+#endif

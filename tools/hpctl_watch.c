@@ -1,0 +1,222 @@
+/*
+ * hpctl watch [PID]: huge-page use of one process (smaps_rollup, faults
+ * from /proc/PID/stat) or of the machine (/proc/meminfo, /proc/vmstat),
+ * plus the mTHP folios of every size (the per-size stats counters are
+ * machine-wide: Documentation/admin-guide/mm/transhuge.rst, "Monitoring
+ * usage"), one line per interval.
+ */
+#include "hpctl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_SIZES 32
+
+struct sample {
+    int ok;
+    long long rss_kb, anon_huge_kb, hugetlb_kb, shmem_pmd_kb, file_pmd_kb;
+    long long faults, major_faults;      /* cumulative */
+    long long thp_fault_alloc, thp_fault_fallback;   /* machine: /proc/vmstat */
+    long long hugetlb_total, hugetlb_free;           /* machine: default-size pool */
+    int n_sizes;
+    unsigned long kb[MAX_SIZES];
+    long long nr_anon[MAX_SIZES], fault_alloc[MAX_SIZES];
+};
+
+/* "Name:   123 kB" lines of a /proc file, several names at once. */
+static void scan_fields(const char *path, const char *const names[], long long *vals[], int n,
+                        char sep)
+{
+    char full[512], line[256];
+    FILE *f = fopen(hpctl_path(path, full, sizeof(full)), "re");
+    for (int i = 0; i < n; i++)
+        *vals[i] = -1;
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f))
+        for (int i = 0; i < n; i++) {
+            size_t len = strlen(names[i]);
+            if (!strncmp(line, names[i], len) && line[len] == sep) {
+                *vals[i] = strtoll(line + len + 1, NULL, 10);
+                break;
+            }
+        }
+    fclose(f);
+}
+
+/* minflt (field 10) and majflt (field 12) of /proc/PID/stat; the command
+ * name (field 2) may hold spaces and parentheses, so count from the last ')'. */
+static int read_faults(int pid, long long *minflt, long long *majflt)
+{
+    char path[64], full[512], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(hpctl_path(path, full, sizeof(full)), "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long mi, ma;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %llu %*u %llu", &mi, &ma) != 2)
+        return -1;
+    *minflt = (long long)mi;
+    *majflt = (long long)ma;
+    return 0;
+}
+
+static void take(int pid, struct sample *s)
+{
+    memset(s, 0, sizeof(*s));
+    static const char *const mem[] = {"AnonHugePages", "ShmemPmdMapped", "FilePmdMapped",
+                                      "HugePages_Total", "HugePages_Free", "Hugetlb"};
+    long long *memv[] = {&s->anon_huge_kb, &s->shmem_pmd_kb, &s->file_pmd_kb, &s->hugetlb_total,
+                         &s->hugetlb_free, &s->hugetlb_kb};
+    scan_fields("/proc/meminfo", mem, memv, 6, ':');
+    static const char *const vm[] = {"thp_fault_alloc", "thp_fault_fallback", "pgfault",
+                                     "pgmajfault"};
+    long long *vmv[] = {&s->thp_fault_alloc, &s->thp_fault_fallback, &s->faults,
+                        &s->major_faults};
+    scan_fields("/proc/vmstat", vm, vmv, 4, ' ');
+    s->ok = 1;
+    if (pid > 0) {
+        char path[64];
+        long long shared, priv;
+        static const char *const roll[] = {"Rss", "AnonHugePages", "ShmemPmdMapped",
+                                           "FilePmdMapped", "Shared_Hugetlb", "Private_Hugetlb"};
+        long long *rollv[] = {&s->rss_kb, &s->anon_huge_kb, &s->shmem_pmd_kb, &s->file_pmd_kb,
+                              &shared, &priv};
+        snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", pid);
+        scan_fields(path, roll, rollv, 6, ':');
+        /* 1 GiB private hugetlb pages may be counted as shared: sum both. */
+        s->hugetlb_kb = (shared > 0 ? shared : 0) + (priv > 0 ? priv : 0);
+        s->ok = s->rss_kb >= 0 && read_faults(pid, &s->faults, &s->major_faults) == 0;
+    }
+    s->n_sizes = size_dirs(THP_DIR, s->kb, MAX_SIZES);
+    for (int i = 0; i < s->n_sizes; i++) {
+        char path[256];
+        uint64_t v;
+        snprintf(path, sizeof(path), THP_DIR "/hugepages-%lukB/stats/nr_anon", s->kb[i]);
+        s->nr_anon[i] = read_u64(path, &v) == 0 ? (long long)v : -1;
+        snprintf(path, sizeof(path), THP_DIR "/hugepages-%lukB/stats/anon_fault_alloc", s->kb[i]);
+        s->fault_alloc[i] = read_u64(path, &v) == 0 ? (long long)v : -1;
+    }
+}
+
+static long long delta(long long now, long long before)
+{
+    return now >= 0 && before >= 0 && now >= before ? now - before : -1;
+}
+
+static void print_json(int pid, double t, const struct sample *s, const struct sample *prev)
+{
+    printf("{\"schema\": %d, \"command\": \"watch\", \"pid\": ", HPCTL_SCHEMA);
+    pid > 0 ? printf("%d", pid) : printf("null");
+    printf(", \"t\": %.3f, \"anon_huge_kb\": %lld, \"hugetlb_kb\": %lld, \"shmem_pmd_kb\": %lld, "
+           "\"file_pmd_kb\": %lld, \"faults\": %lld, \"major_faults\": %lld, \"faults_delta\": %lld",
+           t, s->anon_huge_kb, s->hugetlb_kb, s->shmem_pmd_kb, s->file_pmd_kb, s->faults,
+           s->major_faults, prev ? delta(s->faults, prev->faults) : -1);
+    if (pid > 0)
+        printf(", \"rss_kb\": %lld", s->rss_kb);
+    else
+        printf(", \"hugetlb_pool_total\": %lld, \"hugetlb_pool_free\": %lld, "
+               "\"thp_fault_alloc\": %lld, \"thp_fault_fallback\": %lld",
+               s->hugetlb_total, s->hugetlb_free, s->thp_fault_alloc, s->thp_fault_fallback);
+    printf(", \"mthp\": [");
+    for (int i = 0; i < s->n_sizes; i++) {
+        long long d = -1;
+        for (int j = 0; prev && j < prev->n_sizes; j++)
+            if (prev->kb[j] == s->kb[i])
+                d = delta(s->fault_alloc[i], prev->fault_alloc[j]);
+        printf("%s{\"page_size\": %llu, \"nr_anon\": %lld, \"anon_fault_alloc\": %lld, "
+               "\"anon_fault_alloc_delta\": %lld}", i ? ", " : "",
+               (unsigned long long)s->kb[i] << 10, s->nr_anon[i], s->fault_alloc[i], d);
+    }
+    printf("]}\n");
+}
+
+static void print_text(int pid, double t, const struct sample *s, const struct sample *prev,
+                       unsigned line)
+{
+    if (line % 20 == 0)
+        printf("%8s %10s %12s %12s %10s  %s\n", "TIME", pid > 0 ? "RSS_KB" : "POOL_FREE",
+               "ANONHUGE_KB", "HUGETLB_KB", "FAULTS", "MTHP FOLIOS (nr_anon, machine-wide)");
+    printf("%8.1f %10lld %12lld %12lld %10lld ", t, pid > 0 ? s->rss_kb : s->hugetlb_free,
+           s->anon_huge_kb, s->hugetlb_kb, prev ? delta(s->faults, prev->faults) : 0);
+    int any = 0;
+    for (int i = 0; i < s->n_sizes; i++) {
+        if (s->nr_anon[i] <= 0)
+            continue;
+        char hs[32];
+        human_size((uint64_t)s->kb[i] << 10, hs, sizeof(hs));
+        printf(" %s:%lld", hs, s->nr_anon[i]);
+        any = 1;
+    }
+    printf("%s\n", any ? "" : " -");
+}
+
+static int watch_usage(void)
+{
+    fprintf(stderr, "usage: hpctl watch [PID] [--interval SECONDS] [--count N] [--json]\n");
+    return HPCTL_USAGE;
+}
+
+int hpctl_watch(int argc, char **argv)
+{
+    int json = 0, pid = 0;
+    double interval = 1.0;
+    uint64_t count = 0, v;
+    for (int i = 0; i < argc; i++) {
+        char *end;
+        if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--count") && i + 1 < argc && parse_u64(argv[i + 1], &count) == 0) {
+            i++;
+        } else if (!strcmp(argv[i], "--interval") && i + 1 < argc) {
+            errno = 0;
+            interval = strtod(argv[++i], &end);
+            if (errno || *end || !(interval > 0 && interval <= 3600))
+                return watch_usage();
+        } else if (argv[i][0] != '-' && !pid && parse_u64(argv[i], &v) == 0 && v > 0 &&
+                   v < 1u << 30) {
+            pid = (int)v;
+        } else {
+            return watch_usage();
+        }
+    }
+    struct sample prev, now;
+    take(pid, &prev);
+    if (!prev.ok) {
+        fprintf(stderr, "hpctl: no process %d (or its /proc files cannot be read)\n", pid);
+        return HPCTL_ENOENT;
+    }
+    uint64_t t0 = now_ns();
+    if (json)
+        print_json(pid, 0, &prev, NULL);
+    else
+        print_text(pid, 0, &prev, NULL, 0);
+    fflush(stdout);
+    for (uint64_t n = 1; !count || n < count; n++) {
+        struct timespec ts = {(time_t)interval, (long)((interval - floor(interval)) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        take(pid, &now);
+        if (!now.ok) {
+            if (!json)
+                printf("process %d has exited\n", pid);
+            return HPCTL_OK;
+        }
+        double t = (double)(now_ns() - t0) / 1e9;
+        if (json)
+            print_json(pid, t, &now, &prev);
+        else
+            print_text(pid, t, &now, &prev, (unsigned)n);
+        fflush(stdout);
+        prev = now;
+    }
+    return HPCTL_OK;
+}
