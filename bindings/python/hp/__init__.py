@@ -2,7 +2,7 @@
 
     import hp
     with hp.alloc(64 << 20) as block:        # 64 MiB from the best backend
-        view = memoryview(block)             # zero-copy, writable
+        view = block.buf                     # zero-copy, writable memoryview
         view[:5] = b"hello"
         print(block.info().backend, len(block))
         view.release()                       # views must go before close
@@ -13,7 +13,7 @@ needed. Errors are hp.HugePageError subclasses carrying libhp's detail text.
 
 __version__ = "1.0.0"
 
-from ._block import BUFFER_PROTOCOL, Block, BlockInfo, alloc
+from ._block import Block, BlockInfo, alloc, info
 from ._errors import (
     BackendError,
     ClosedError,
@@ -62,7 +62,7 @@ F_COLLAPSE = _clib.HP_F_COLLAPSE
 F_NOZERO = _clib.HP_F_NOZERO
 
 __all__ = [
-    "alloc", "Block", "BlockInfo", "BUFFER_PROTOCOL",
+    "alloc", "Block", "BlockInfo", "info",
     "backends", "BackendInfo", "BackendKind", "reprobe", "status", "version", "version_info",
     "VersionInfo",
     "stack", "Stack", "StackInfo", "StackCacheStats", "stack_cache_configure",

@@ -26,8 +26,7 @@ def main(argv=None):
         json.dump(st, sys.stdout, indent=2)
         print()
         return 0
-    print(f"libhp {st['version']} from {st['library']} (bindings {st['binding_version']}, "
-          f"buffer protocol: {hp.BUFFER_PROTOCOL or 'Block.view() only'})")
+    print(f"libhp {st['version']} from {st['library']} (bindings {st['binding_version']})")
     print(f"huge pages: {', '.join(st['huge_page_backends']) or 'none available'}")
     print()
     print(f"{'backend':<14} {'kind':<8} {'avail':<6} {'page sizes (free pool pages)':<30} reason")

@@ -1,13 +1,14 @@
-"""hp.alloc() and hp.Block: a libhp block as a zero-copy Python buffer.
+"""hp.alloc() and hp.Block: a libhp block, its memory as zero-copy buffers.
 
-See _buffer.py for how the buffer protocol is provided and why close(),
-resize() and garbage collection can never leave a view on freed memory.
+See _buffer.py for how the memory is exported and why close(), resize() and
+garbage collection can never leave a view on freed memory.
 """
 
 import operator
 import re
 import threading
 from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Union
 
 from . import _buffer
 from ._errors import ClosedError, check, error_from_code, last_error
@@ -32,100 +33,137 @@ class BlockInfo:
 class Block(_buffer.Exporter):
     """A block of libhp memory. Create it with hp.alloc().
 
-    Supports the buffer protocol: ``memoryview(block)`` and
-    ``numpy.frombuffer(block, ...)`` are zero-copy and writes land in the C
-    memory. ``close()`` and ``resize()`` raise BufferError while such views
-    are alive (release them first, e.g. ``view.release()`` or ``del array``),
-    exactly like bytearray and mmap. The memory is freed by close(), by the
-    ``with`` statement, or when the block and every view of it are garbage.
-    After close() every method raises ClosedError; ``memoryview(block)``
-    raises ValueError (ClosedError is a ValueError too).
+    The memory is reached through ``block.buf`` (a new writable memoryview
+    on each access; ``numpy.frombuffer(block.buf, ...)`` and
+    ``numpy.ndarray(shape, dtype, buffer=block.buf)`` are zero-copy) and,
+    like ``mmap``, through ``b[i]`` (an int), ``b[i:j]`` (bytes), item and
+    slice assignment, and ``bytes(b)``. The Block itself is not a buffer:
+    see hp/_buffer.py for why that makes every export countable.
 
-    Thread-safe: close(), resize() and info() are serialised per block.
+    ``close()`` and ``resize()`` raise BufferError while anything made from
+    ``.buf`` is alive (release it first: ``view.release()``, ``with
+    block.buf as v:``, ``del array``), like bytearray and mmap. The memory is
+    freed by close(), by the ``with`` statement, or when the block and every
+    export of it are garbage; freed memory goes back to libhp, which may keep
+    huge-page memory in its cache and hand the same addresses out again (see
+    "Cache" in the libhp README), so nothing may hold on to it -- which is
+    exactly what the BufferError enforces. After close() every method raises
+    ClosedError (a ValueError).
+
+    Thread-safe: ``.buf``, item access, close(), resize() and info() are
+    serialised per block, so a reader in another thread sees the memory
+    before or after a resize, never a half-done one. A thread that keeps a
+    ``.buf`` view across another thread's resize() makes that resize() raise
+    BufferError.
     """
 
     __slots__ = ("_len", "_flags", "_lock", "__weakref__")
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Block":
         raise TypeError("hp.Block cannot be created directly; use hp.alloc()")
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         raise TypeError("hp.Block cannot be subclassed")
 
     @classmethod
-    def _adopt(cls, ptr, size, flags):
+    def _adopt(cls, ptr: Any, size: int, flags: int) -> "Block":
         block = object.__new__(cls)
         block._lock = threading.Lock()
         block._flags = flags
         block._attach(ptr, size)
         return block
 
-    def _attach(self, ptr, size):
+    def _attach(self, ptr: Any, size: int) -> None:
         # The cdata owns the memory (hp_free when it dies); the exporter keeps
-        # the cdata alive, and every view keeps the exporter alive.
+        # the cdata alive, and every export keeps the exporter alive.
         self._owner = ffi.gc(ffi.cast("char *", ptr), _free, size)
         self._len = size
         self._view = ffi.buffer(self._owner, size)
 
-    def _require_open(self):
+    def _require_open(self) -> None:
         if self._owner is None:
             raise ClosedError("operation on a closed hp.Block")
 
-    def _detach_or_raise(self, what):
-        view, live = _buffer.detach(self)
+    def _refuse_if_exported(self, what: str) -> None:
+        live = _buffer.exports(self)
         if live:
-            self._view = view
-            del view
             raise BufferError(
                 f"cannot {what} the hp.Block: {live} buffer export(s) (memoryview, "
                 "numpy array, ...) still use its memory; release them first")
 
     # -- queries ---------------------------------------------------------
     @property
-    def closed(self):
+    def closed(self) -> bool:
         """True once close() has freed the memory."""
         return self._owner is None
 
     @property
-    def address(self):
+    def address(self) -> int:
         """Address of the memory as an int (changes when resize() moves it)."""
         owner = self._owner
         if owner is None:
             raise ClosedError("operation on a closed hp.Block")
         return int(ffi.cast("uintptr_t", owner))
 
-    def __len__(self):
+    def __len__(self) -> int:
         size = self._len
         if size is None:
             raise ClosedError("operation on a closed hp.Block")
         return size
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return True
 
-    def info(self):
+    def info(self) -> BlockInfo:
         """A BlockInfo read from libhp now (huge_bytes is measured)."""
         with self._lock:
             self._require_open()
-            info = ffi.new("struct hp_block_info *")
-            info.size = ffi.sizeof("struct hp_block_info")
-            check(lib.hp_info(self._owner, info))
-        return BlockInfo(string(info.backend), info.requested_page_size, info.page_size,
-                         info.usable_size, info.mapped_size, info.huge_bytes, info.flags)
+            return _info_at(self._owner)
 
-    def view(self):
-        """memoryview(block), also where the buffer slot is unavailable."""
-        self._require_open()
-        return memoryview(self._view)
+    @property
+    def buf(self) -> memoryview:
+        """A new writable memoryview of the whole block (zero-copy).
+
+        It, and everything made from it (slices, casts, numpy arrays, ctypes
+        objects), keeps the memory alive and makes close() and resize()
+        raise BufferError until it is released or garbage.
+        """
+        with self._lock:
+            self._require_open()
+            return memoryview(self._view)
+
+    def view(self) -> memoryview:
+        """The same as ``block.buf``."""
+        return self.buf
+
+    def __getitem__(self, key: Union[int, slice]) -> Union[int, bytes]:
+        with self._lock:
+            self._require_open()
+            with memoryview(self._view) as v:
+                if isinstance(key, slice):
+                    return v[key].tobytes()
+                return int(v[key])
+
+    def __setitem__(self, key: Union[int, slice], value: Any) -> None:
+        with self._lock:
+            self._require_open()
+            with memoryview(self._view) as v:
+                v[key] = value
+
+    def __bytes__(self) -> bytes:
+        with self._lock:
+            self._require_open()
+            return bytes(self._view)
 
     # -- changes ---------------------------------------------------------
-    def resize(self, size):
+    def resize(self, size: int) -> None:
         """Resize to size bytes with hp_realloc, keeping min(old, new) bytes.
 
-        The memory may move; views taken before would then be stale, so
-        resize() raises BufferError while any is alive. On failure the block
-        is unchanged and the libhp error is raised. The block keeps the
-        options it was allocated with (page size, require_huge, ...).
+        The memory may move (the old range then goes back to libhp, see
+        close()), so resize() raises BufferError while any export is alive.
+        On failure the block is unchanged and the libhp error is raised. The
+        block keeps the options it was allocated with (page size,
+        require_huge, ...).
         """
         size = _check_size(size)
         if size == 0:
@@ -133,8 +171,9 @@ class Block(_buffer.Exporter):
                                   "byte; use close() to free it")
         with self._lock:
             self._require_open()
-            self._detach_or_raise("resize")
+            self._refuse_if_exported("resize")
             owner = self._owner
+            self._view = None
             ffi.gc(owner, None)  # from here until _attach, the pointer is ours alone
             ptr = lib.hp_realloc(owner, size, self._flags)
             if ptr == ffi.NULL:
@@ -143,25 +182,28 @@ class Block(_buffer.Exporter):
                 raise err
             self._attach(ptr, size)
 
-    def close(self):
-        """Free the memory now. Does nothing if already closed.
+    def close(self) -> None:
+        """Free the memory now (hp_free). Does nothing if already closed.
 
-        Raises BufferError (and frees nothing) while views are alive.
+        Raises BufferError (and frees nothing) while exports are alive.
+        Freed memory is not returned to the kernel at once: libhp may cache
+        it and give it to a later allocation (zero-filled unless that one
+        passes zero=False), which is why no export may survive close().
         """
         with self._lock:
             if self._owner is None:
                 return
-            self._detach_or_raise("close")
+            self._refuse_if_exported("close")
             owner = self._owner
-            self._owner = self._len = None
+            self._owner = self._len = self._view = None
             ffi.gc(owner, None)
             check(lib.hp_free(owner))
 
-    def __enter__(self):
+    def __enter__(self) -> "Block":
         self._require_open()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
             self.close()
             return
@@ -174,19 +216,42 @@ class Block(_buffer.Exporter):
             pass
 
     # -- not supported -----------------------------------------------------
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: Any) -> Any:
         # A copy would share the memory and free it twice.
         raise TypeError("hp.Block cannot be pickled or copied; copy its bytes instead")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         size = self._len
         if size is None:
             return "<hp.Block closed>"
         return f"<hp.Block {size} bytes at {self.address:#x}>"
 
 
-BUFFER_PROTOCOL = _buffer.install(Block)
-"""How memoryview(block) works here: "slot", "__buffer__", or None."""
+def _info_at(ptr: Any) -> BlockInfo:
+    info = ffi.new("struct hp_block_info *")
+    info.size = ffi.sizeof("struct hp_block_info")
+    check(lib.hp_info(ptr, info))
+    return BlockInfo(string(info.backend), info.requested_page_size, info.page_size,
+                     info.usable_size, info.mapped_size, info.huge_bytes, info.flags)
+
+
+def info(obj: Any) -> BlockInfo:
+    """BlockInfo of the libhp block that obj's memory starts at.
+
+    obj is a Block, a numpy array (hp.empty/hp.zeros, or an array numpy
+    allocated under hp.numpy_allocator), or any buffer whose first byte is
+    the start of a libhp block. Raises ForeignPointerError for memory libhp
+    did not allocate, InteriorPointerError for a view that starts inside one.
+    """
+    if isinstance(obj, Block):
+        return obj.info()
+    iface = getattr(obj, "__array_interface__", None)
+    if iface is not None:
+        address = iface["data"][0]
+    else:
+        with memoryview(obj) as v:
+            address = int(ffi.cast("uintptr_t", ffi.from_buffer(v)))
+    return _info_at(ffi.cast("void *", address))
 
 
 def _check_size(size):

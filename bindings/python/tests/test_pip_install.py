@@ -39,7 +39,7 @@ def test_pip_install_offline_into_venv(tmp_path):
               "import hp, numpy\n"
               "print(hp.__file__)\n"
               "with hp.alloc(1 << 20) as b:\n"
-              "    a = numpy.frombuffer(b, dtype=numpy.uint8); a[:] = 1\n"
+              "    a = numpy.frombuffer(b.buf, dtype=numpy.uint8); a[:] = 1\n"
               "    print(int(a.sum())); del a\n",
               env=env, cwd=tmp_path)
     path, total = out.split()
