@@ -280,6 +280,23 @@ def _page_size_flag(page_size):
     return flag
 
 
+def _flags(page_size: Union[int, str, None], require_huge: bool, populate: bool,
+           collapse: bool, zero: bool) -> int:
+    """HP_F_* bits for alloc()'s keyword arguments."""
+    flags = 0
+    if require_huge:
+        flags |= lib.HP_F_REQUIRE_HUGE
+    if populate:
+        flags |= lib.HP_F_POPULATE
+    if collapse:
+        flags |= lib.HP_F_COLLAPSE
+    if not zero:
+        flags |= lib.HP_F_NOZERO
+    if page_size is not None:
+        flags |= _page_size_flag(page_size)
+    return flags
+
+
 def _c_name(value, what):
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
@@ -303,17 +320,7 @@ def alloc(size, *, page_size=None, backend=None, exclude=None, require_huge=Fals
     Raises a HugePageError subclass with libhp's detail text on failure.
     """
     size = _check_size(size)
-    flags = 0
-    if require_huge:
-        flags |= lib.HP_F_REQUIRE_HUGE
-    if populate:
-        flags |= lib.HP_F_POPULATE
-    if collapse:
-        flags |= lib.HP_F_COLLAPSE
-    if not zero:
-        flags |= lib.HP_F_NOZERO
-    if page_size is not None:
-        flags |= _page_size_flag(page_size)
+    flags = _flags(page_size, require_huge, populate, collapse, zero)
     opts = ffi.new("struct hp_alloc_opts *")
     opts.size = ffi.sizeof("struct hp_alloc_opts")
     opts.flags = flags
