@@ -1,12 +1,12 @@
 """hp.empty() and hp.zeros(): numpy arrays that own a libhp block."""
 
 import operator
-from typing import Any, Iterable, Union
+from typing import Any, Dict, Iterable, Tuple, Union
 
 from ._block import alloc
 
 
-def _shape(shape: Union[int, Iterable[int]]) -> tuple:
+def _shape(shape: Union[int, Iterable[int]]) -> Tuple[int, ...]:
     if isinstance(shape, (tuple, list)):
         dims = tuple(operator.index(d) for d in shape)
     else:
@@ -16,7 +16,7 @@ def _shape(shape: Union[int, Iterable[int]]) -> tuple:
     return dims
 
 
-def _array(shape: Any, dtype: Any, order: str, zero: bool, alloc_opts: dict) -> Any:
+def _array(shape: Any, dtype: Any, order: Any, zero: bool, alloc_opts: Dict[str, Any]) -> Any:
     import numpy as np
 
     dims = _shape(shape)
@@ -32,7 +32,7 @@ def _array(shape: Any, dtype: Any, order: str, zero: bool, alloc_opts: dict) -> 
     # memory lives exactly as long as the array and its views, and no code
     # can close the block under them (the Block goes away here).
     buf = block.buf
-    arr = np.ndarray(dims, dt, buffer=buf, order=order)
+    arr: Any = np.ndarray(dims, dt, buffer=buf, order=order)
     buf.release()
     return arr
 

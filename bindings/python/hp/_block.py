@@ -8,7 +8,7 @@ import operator
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, List, Optional, Union
 
 from . import _buffer
 from ._errors import ClosedError, check, error_from_code, last_error
@@ -58,6 +58,11 @@ class Block(_buffer.Exporter):
     """
 
     __slots__ = ("_len", "_flags", "_lock", "__weakref__")
+    _owner: Any
+    _view: Any
+    _len: Optional[int]
+    _flags: int
+    _lock: threading.Lock
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "Block":
         raise TypeError("hp.Block cannot be created directly; use hp.alloc()")
@@ -172,13 +177,13 @@ class Block(_buffer.Exporter):
         with self._lock:
             self._require_open()
             self._refuse_if_exported("resize")
-            owner = self._owner
+            owner, old_size = self._owner, len(self)
             self._view = None
             ffi.gc(owner, None)  # from here until _attach, the pointer is ours alone
             ptr = lib.hp_realloc(owner, size, self._flags)
             if ptr == ffi.NULL:
                 err = last_error()
-                self._attach(owner, self._len)  # hp_realloc left the block intact
+                self._attach(owner, old_size)  # hp_realloc left the block intact
                 raise err
             self._attach(ptr, size)
 
@@ -254,7 +259,7 @@ def info(obj: Any) -> BlockInfo:
     return _info_at(ffi.cast("void *", address))
 
 
-def _check_size(size):
+def _check_size(size: int) -> int:
     size = operator.index(size)
     if size < 0 or size > _SIZE_MAX:
         raise error_from_code(lib.HP_ESIZE, f"size {size} is outside 0..{_SIZE_MAX}")
@@ -264,20 +269,24 @@ def _check_size(size):
 _PAGE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
-def _page_size_flag(page_size):
-    """HP_F_PAGE_* bits for page_size: bytes as int, or "4K", "2M", "1G"."""
-    value = None
+def _page_bytes(page_size: Union[int, str]) -> Optional[int]:
+    """page_size as bytes: an int, or a string like "4K", "2M", "1GiB"."""
     if isinstance(page_size, str):
         m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", page_size, re.IGNORECASE)
-        if m:
-            value = int(m.group(1)) * _PAGE_UNITS[m.group(2).upper()]
-    elif not isinstance(page_size, bool):
-        value = operator.index(page_size)
+        return int(m.group(1)) * _PAGE_UNITS[m.group(2).upper()] if m else None
+    if isinstance(page_size, bool):
+        return None
+    return operator.index(page_size)
+
+
+def _page_size_flag(page_size: Union[int, str]) -> int:
+    """HP_F_PAGE_* bits for page_size: bytes as int, or "4K", "2M", "1G"."""
+    value = _page_bytes(page_size)
     flag = lib.hp_page_size_flag(value) if value is not None and 0 <= value < 1 << 64 else 0
     if not flag:
         raise error_from_code(lib.HP_EFLAGS, f"page_size={page_size!r}: expected a power of "
                               "two of at least 4096 bytes, as an int or like \"2M\"")
-    return flag
+    return int(flag)
 
 
 def _flags(page_size: Union[int, str, None], require_huge: bool, populate: bool,
@@ -297,7 +306,7 @@ def _flags(page_size: Union[int, str, None], require_huge: bool, populate: bool,
     return flags
 
 
-def _c_name(value, what):
+def _c_name(value: Any, what: str) -> Any:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
     if "\0" in value:
@@ -305,19 +314,26 @@ def _c_name(value, what):
     return ffi.new("char[]", value.encode("utf-8"))
 
 
-def alloc(size, *, page_size=None, backend=None, exclude=None, require_huge=False,
-          populate=False, collapse=False, zero=True):
+def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Optional[str] = None,
+          exclude: Union[str, Iterable[str], None] = None, require_huge: bool = False,
+          populate: bool = False, collapse: bool = False, zero: bool = True) -> Block:
     """Allocate a Block of size bytes from the best backend (hp_alloc_ex).
 
     page_size   int bytes or "4K"/"2M"/"1G": ask for that page size.
     backend     name of the only backend allowed to serve (see hp.backends()).
-    exclude     backend names never to use: "a,b" or an iterable of names.
+    exclude     backend names never to use: "a,b" or an iterable of names;
+                an unknown name is a NoBackendError, as for backend.
     require_huge  fail with NoHugePagesError instead of using base pages.
     populate    prefault the whole block before returning.
     collapse    ask the kernel to collapse the block into huge pages now.
-    zero        False allows leftover contents (HP_F_NOZERO); default zeroed.
+    zero        False allows leftover contents (HP_F_NOZERO): libhp may hand
+                back a range this process freed before, bytes and all (see
+                "Cache" in the libhp README); default zero-filled.
 
-    Raises a HugePageError subclass with libhp's detail text on failure.
+    Raises a HugePageError subclass with libhp's detail text on failure;
+    when no backend could serve, the message adds the page size asked for
+    and what each candidate backend reported (free pool pages, or why it is
+    unavailable).
     """
     size = _check_size(size)
     flags = _flags(page_size, require_huge, populate, collapse, zero)
@@ -328,11 +344,69 @@ def alloc(size, *, page_size=None, backend=None, exclude=None, require_huge=Fals
         c_backend = _c_name(backend, "backend")
         opts.backend = c_backend
     if exclude is not None:
-        if not isinstance(exclude, str):
-            exclude = ",".join(exclude)
-        c_exclude = _c_name(exclude, "exclude")
+        names = exclude.split(",") if isinstance(exclude, str) else list(exclude)
+        for name in names:
+            _c_name(name, "exclude")
+        _check_known(name.strip() for name in names if name.strip())
+        c_exclude = _c_name(",".join(names), "exclude")
         opts.exclude = c_exclude
     ptr = lib.hp_alloc_ex(size, opts)
     if ptr == ffi.NULL:
-        raise last_error()
+        code = lib.hp_last_error()
+        detail = string(lib.hp_last_error_detail())
+        if code in (lib.HP_ENOBACKEND, lib.HP_ENOHUGE) and not (
+                backend is not None and backend not in _backend_names()):
+            detail += _why_no_backend(detail, size, page_size, backend)
+        if code == lib.HP_OK:  # pragma: no cover - a failing call always sets a code
+            raise last_error()
+        raise error_from_code(code, detail)
     return Block._adopt(ptr, size, flags)
+
+
+def _backend_names() -> List[str]:
+    from ._introspect import backends
+
+    return [b.name for b in backends()]
+
+
+def _check_known(names: Iterable[str]) -> None:
+    known = _backend_names()
+    for name in names:
+        if name not in known:
+            raise error_from_code(lib.HP_ENOBACKEND, f"exclude: no loaded backend named "
+                                  f"\"{name}\" (loaded: {', '.join(known)})")
+
+
+def _size_text(n: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def _why_no_backend(detail: str, size: int, page_size: Union[int, str, None],
+                    backend: Optional[str]) -> str:
+    """What the candidates said, for a request no backend could serve."""
+    from ._introspect import backends
+
+    wanted = _page_bytes(page_size) if page_size is not None else None
+    found = [b for b in backends() if backend is None or b.name == backend]
+    parts = []
+    if wanted is not None:
+        offered = sorted({ps for b in found if b.available for ps in b.page_sizes})
+        text = f"page size {_size_text(wanted)} was requested for {size} bytes"
+        if wanted not in offered:
+            text += (f", and no available backend offers {_size_text(wanted)} pages (sizes "
+                     f"offered: {', '.join(map(_size_text, offered)) or 'none'})")
+        parts.append(text)
+    for b in found:
+        if not b.available:
+            if b.reason not in detail:
+                parts.append(f"{b.name}: unavailable ({b.reason})")
+            continue
+        pools = [f"{_size_text(ps)} pool has {free} free page(s), {-(-size // ps)} needed"
+                 for ps, free in zip(b.page_sizes, b.pool_free)
+                 if free is not None and (wanted is None or ps == wanted)]
+        if pools:
+            parts.append(f"{b.name}: " + "; ".join(pools))
+    return "; " + "; ".join(parts) if parts else ""

@@ -48,6 +48,8 @@ class Exporter:
     """Base of types whose memory is exported through ``_view``."""
 
     __slots__ = ("_owner", "_view")
+    _owner: Any
+    _view: Any
 
 
 def exports(obj: Exporter) -> int:

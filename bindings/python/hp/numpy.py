@@ -39,10 +39,10 @@ _saved: List[Any] = []
 
 def _extension() -> Any:
     try:
-        from . import _hp_numpy as ext  # type: ignore[attr-defined]
+        from . import _hp_numpy as ext
     except ImportError:
         try:
-            import _hp_numpy as ext  # type: ignore[import,no-redef]
+            import _hp_numpy as ext  # type: ignore[no-redef]
         except ImportError:
             raise ImportError(
                 "hp.numpy needs the _hp_numpy extension: meson builds it when python3-dev "
@@ -86,7 +86,8 @@ def installed() -> bool:
     """True if numpy allocates through libhp in this thread or task."""
     import numpy as np
 
-    return bool(np.core.multiarray.get_handler_name() == "libhp")
+    multiarray: Any = np.core.multiarray
+    return bool(multiarray.get_handler_name() == "libhp")
 
 
 @contextlib.contextmanager

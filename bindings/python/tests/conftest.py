@@ -167,20 +167,36 @@ def _read_int(path):
 
 
 @contextlib.contextmanager
-def hugetlb_pool_2m(free_pages):
+def hugetlb_pool_2m(free_pages, lock=True):
     """Make the 2 MiB hugetlb pool have (about) free_pages free pages, under
-    the knob lock, and put nr_hugepages back afterwards, whatever happens.
-    Yields the number of free pages really obtained. Skips without root."""
+    the knob lock (lock=False: the caller holds it), and put nr_hugepages
+    back afterwards, whatever happens. Yields the number of free pages
+    really obtained. Skips without root."""
     free_path = POOL_2M.replace("nr_hugepages", "free_hugepages")
     need(os.path.exists(POOL_2M), "no 2 MiB hugetlb pool on this kernel")
     need(os.access(POOL_2M, os.W_OK), "needs root to resize the hugetlb pool")
-    with flocked(KNOBS_LOCK):
+    with flocked(KNOBS_LOCK) if lock else contextlib.nullcontext():
         before = _read_int(POOL_2M)
         try:
-            in_use = before - _read_int(free_path)
-            _write_knob(POOL_2M, in_use + free_pages)
-            hp.reprobe()
+            set_free_2m(free_pages)
             yield _read_int(free_path)
         finally:
             _write_knob(POOL_2M, before)
             hp.reprobe()
+
+
+def set_free_2m(free_pages):
+    """Resize the 2 MiB pool to have free_pages free pages (knob lock held);
+    returns the free pages obtained."""
+    free_path = POOL_2M.replace("nr_hugepages", "free_hugepages")
+    in_use = _read_int(POOL_2M) - _read_int(free_path)
+    _write_knob(POOL_2M, in_use + free_pages)
+    hp.reprobe()
+    return _read_int(free_path)
+
+
+@pytest.fixture(scope="module")
+def knob_lock():
+    """Hold the knob lock for a whole module of pool tests (one wait)."""
+    with flocked(KNOBS_LOCK):
+        yield
