@@ -7,12 +7,15 @@ Run it alone on the machine (run.sh takes /run/lock/libhp-heavy.lock):
 
     bench/numpy/run.sh [--rounds 3] [--touch-gib 1] [--gather-gib 4]
 
-The hp-hugetlb configuration needs a 2 MiB hugetlb pool: run.py grows it by
-what the largest array needs, under /run/lock/libhp-knobs.lock, and puts it
-back afterwards (also on failure); without root it leaves hp-hugetlb out.
+The hp-hugetlb configuration needs a 2 MiB hugetlb pool: run.py adds what
+the largest array needs, taking /run/lock/libhp-knobs.lock only while it
+writes nr_hugepages, and takes the pages back afterwards (also on failure);
+without root it leaves hp-hugetlb out. The "huge" column is measured in
+smaps for every run.
 """
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
@@ -33,6 +36,35 @@ BACKENDS = {"hp-hugetlb": "hugetlbfs,fallback", "hp-thp": "thp-madvise,fallback"
 def read_int(path):
     with open(path) as f:
         return int(f.read())
+
+
+@contextlib.contextmanager
+def knob_lock():
+    fd = os.open("/run/lock/libhp-knobs.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def grow_pool(pages):
+    """Add pages to the 2 MiB pool (held briefly under the knob lock);
+    returns how many were added, or None if the pool cannot serve them."""
+    if not os.access(POOL, os.W_OK):
+        print("# not root: no hp-hugetlb", file=sys.stderr)
+        return None
+    with knob_lock():
+        before = read_int(POOL)
+        with open(POOL, "w") as f:
+            f.write(f"{before + pages}\n")
+        added = read_int(POOL) - before
+        if read_int(FREE) >= pages:
+            return added
+        with open(POOL, "w") as f:
+            f.write(f"{before}\n")
+    print(f"# the pool gave {added} of {pages} pages: no hp-hugetlb", file=sys.stderr)
+    return None
 
 
 def run(config, workload, size):
@@ -76,22 +108,10 @@ def main():
     touch = int(args.touch_gib * (1 << 30))
     gather = int(args.gather_gib * (1 << 30))
     configs = list(CONFIGS)
-    lock = os.open("/run/lock/libhp-knobs.lock", os.O_RDWR | os.O_CREAT, 0o666)
-    pool_before = None
+    added = grow_pool((max(touch, gather) >> 21) + 16)
+    if added is None:
+        configs.remove("hp-hugetlb")
     try:
-        if os.access(POOL, os.W_OK):
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            pool_before = read_int(POOL)
-            need = (max(touch, gather) >> 21) + 16
-            in_use = pool_before - read_int(FREE)
-            with open(POOL, "w") as f:
-                f.write(f"{in_use + need}\n")
-            if read_int(FREE) < need:
-                print(f"# the pool gave {read_int(FREE)} of {need} pages: no hp-hugetlb",
-                      file=sys.stderr)
-                configs.remove("hp-hugetlb")
-        else:
-            configs.remove("hp-hugetlb")
         rows = {"touch": [], "gather": []}
         for r in range(args.rounds):
             order = configs[r % len(configs):] + configs[:r % len(configs)]
@@ -100,10 +120,10 @@ def main():
                 rows["gather"].append(run(config, "gather", gather))
                 print(f"# round {r + 1}: {config} done", file=sys.stderr)
     finally:
-        if pool_before is not None:
-            with open(POOL, "w") as f:
-                f.write(f"{pool_before}\n")
-        os.close(lock)
+        if added:
+            with knob_lock():
+                with open(POOL, "w") as f:
+                    f.write(f"{max(read_int(POOL) - added, 0)}\n")
     def ordered(rs):
         return sorted(rs, key=lambda r: configs.index(r["config"]))
     print(f"rounds: {args.rounds}; alloc + first touch: np.ones of {args.touch_gib:g} GiB; "

@@ -25,8 +25,9 @@ binding loaded (``hp.status()["library"]``), never another copy.
 """
 
 import contextlib
+import contextvars
 import operator
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from ._block import _flags
 from ._lib import ffi, lib, library_path
@@ -34,7 +35,9 @@ from ._lib import ffi, lib, library_path
 #: Default threshold: one x86-64 PMD, the smallest THP.
 DEFAULT_MIN_SIZE = 2 << 20
 
-_saved: List[Any] = []
+#: Handlers install() replaced, per thread or task like numpy's own.
+_saved: contextvars.ContextVar[Tuple[Any, ...]] = contextvars.ContextVar("hp_numpy_saved",
+                                                                          default=())
 
 
 def _extension() -> Any:
@@ -72,14 +75,16 @@ def install(min_size: int = DEFAULT_MIN_SIZE, *, page_size: Union[int, str, None
     handler = _configure(min_size, page_size, require_huge, populate)
     previous = _extension().set_handler(handler)
     if previous is not handler:
-        _saved.append(previous)
+        _saved.set(_saved.get() + (previous,))
 
 
 def uninstall() -> None:
     """Give the calling thread or task back the handler it had before
     install(). Arrays allocated meanwhile stay valid. No-op if not installed."""
     if installed():
-        _extension().set_handler(_saved.pop() if _saved else None)
+        saved = _saved.get()
+        _extension().set_handler(saved[-1] if saved else None)
+        _saved.set(saved[:-1])
 
 
 def installed() -> bool:
