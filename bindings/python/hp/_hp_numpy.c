@@ -137,6 +137,18 @@ static int set_take(void *ptr)
     return slot != NULL;
 }
 
+/* A fork while another thread holds set_lock must not leave it locked in
+ * the child (numpy may allocate there): hold it across fork. */
+static void set_lock_prepare(void)
+{
+    pthread_mutex_lock(&set_lock);
+}
+
+static void set_lock_release(void)
+{
+    pthread_mutex_unlock(&set_lock);
+}
+
 static void *from_libhp(size_t size, uint64_t extra_flags)
 {
     void *p = hpn.alloc(size, atomic_load(&hpn.flags) | extra_flags);
@@ -311,6 +323,10 @@ PyMODINIT_FUNC PyInit__hp_numpy(void)
     if (!def)
         return NULL;
     hpn.deflt = def->allocator;
+    if (pthread_atfork(set_lock_prepare, set_lock_release, set_lock_release) != 0) {
+        PyErr_SetString(PyExc_ImportError, "_hp_numpy: pthread_atfork failed");
+        return NULL;
+    }
     atomic_store(&hpn.min_size, (size_t)1 << 20);
     handler_capsule = PyCapsule_New(&handler, "mem_handler", NULL);
     if (!handler_capsule)

@@ -221,3 +221,23 @@ def test_threads_allocate_and_free_concurrently(np, hpnumpy):
     gc.collect()
     assert not errors, errors
     assert hpnumpy.stats()["live"] == before
+
+
+def test_fork_child_allocates_and_frees_under_the_handler(np, handler):
+    import os
+    a = np.zeros(1 << 18)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            b = np.zeros(1 << 19)
+            b[:] = 1.0
+            a[:] = 2.0
+            a.resize(1 << 20, refcheck=False)
+            code = 0 if float(b.sum()) == 1 << 19 and a[0] == 2.0 else 2
+            del b
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert not a.any()                          # the parent's copy is its own
