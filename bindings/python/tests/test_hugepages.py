@@ -31,7 +31,8 @@ def test_thp_block_is_huge_in_smaps_and_info():
 
 def test_hugetlb_block_from_a_reserved_pool(knob_lock):
     with hugetlb_pool_2m(64, lock=False) as free:
-        need(free >= 32, f"the kernel gave only {free} free 2 MiB pages")
+        if free < 32:
+            pytest.skip(f"the kernel gave only {free} free 2 MiB pages")
         with hp.alloc(64 * MiB, backend="hugetlbfs") as b:
             info = b.info()
             assert info.backend == "hugetlbfs" and info.page_size == 2 * MiB
@@ -66,7 +67,8 @@ with hp.alloc(8 * MiB) as b:
 def test_short_and_drained_pool_are_named_and_default_falls_back(knob_lock, free_pages):
     # A fresh process: this one's libhp cache may hold pool pages.
     with hugetlb_pool_2m(free_pages, lock=False) as free:
-        need(free == free_pages, f"could not set the 2 MiB pool to {free_pages} free ({free})")
+        if free != free_pages:
+            pytest.skip(f"could not set the 2 MiB pool to {free_pages} free ({free})")
         proc = run_python(SHORT_POOL_CHILD)
     assert proc.returncode == 0, proc.stderr
     named, required, default = proc.stdout.splitlines()
@@ -102,13 +104,15 @@ def test_fork_child_write_to_hugetlb_needs_a_free_pool_page(knob_lock):
     copied on the child's first write, which takes a page from the pool;
     with the pool empty the child gets SIGBUS. Reading is free."""
     with hugetlb_pool_2m(8, lock=False) as free:
-        need(free >= 4, f"the kernel gave only {free} free 2 MiB pages")
+        if free < 4:
+            pytest.skip(f"the kernel gave only {free} free 2 MiB pages")
         with hp.alloc(4 * MiB, backend="hugetlbfs") as b:
             b[0] = 1
             # Room in the pool: the child's copy-on-write succeeds.
             status = _fork_and(b.address, write=True)
             assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-            need(set_free_2m(0) == 0, "could not drain the 2 MiB pool")
+            if set_free_2m(0) != 0:
+                pytest.skip("could not drain the 2 MiB pool")
             status = _fork_and(b.address, write=False)
             assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
             status = _fork_and(b.address, write=True)
