@@ -16,7 +16,7 @@ __version__ = "1.0.0"
 from typing import Any
 
 from ._array import empty, zeros
-from ._block import Block, BlockInfo, alloc, info
+from ._block import Block, BlockInfo, NoHugePagesWarning, alloc, info
 from ._errors import (
     BackendError,
     ClosedError,
@@ -65,7 +65,7 @@ F_COLLAPSE = _clib.HP_F_COLLAPSE
 F_NOZERO = _clib.HP_F_NOZERO
 
 __all__ = [
-    "alloc", "Block", "BlockInfo", "info", "empty", "zeros", "numpy_allocator",
+    "alloc", "Block", "BlockInfo", "info", "NoHugePagesWarning", "empty", "zeros", "numpy_allocator",
     "backends", "BackendInfo", "BackendKind", "reprobe", "status", "version", "version_info",
     "VersionInfo",
     "stack", "Stack", "StackInfo", "StackCacheStats", "stack_cache_configure",

@@ -7,6 +7,7 @@ garbage collection can never leave a view on freed memory.
 import operator
 import re
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Optional, Union
 
@@ -351,6 +352,8 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
         c_exclude = _c_name(",".join(names), "exclude")
         opts.exclude = c_exclude
     ptr = lib.hp_alloc_ex(size, opts)
+    if ptr != ffi.NULL and size >= _HUGE_HINT_SIZE and not _warned:
+        _warn_if_no_huge_backend()
     if ptr == ffi.NULL:
         code = lib.hp_last_error()
         detail = string(lib.hp_last_error_detail())
@@ -361,6 +364,26 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
             raise last_error()
         raise error_from_code(code, detail)
     return Block._adopt(ptr, size, flags)
+
+
+#: Blocks this large would normally get huge pages (one x86-64 PMD).
+_HUGE_HINT_SIZE = 2 << 20
+_warned = False
+
+
+class NoHugePagesWarning(RuntimeWarning):
+    """Issued once per process: no huge-page backend is available, so large
+    blocks get base pages (see hp.status()["warnings"])."""
+
+
+def _warn_if_no_huge_backend() -> None:
+    global _warned
+    _warned = True
+    from ._introspect import status
+
+    for text in status()["warnings"]:
+        warnings.warn(f"hp: {text}; python3 -m hp shows what libhp found",
+                      NoHugePagesWarning, stacklevel=3)
 
 
 def _backend_names() -> List[str]:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import hp
-from conftest import BINDING_DIR, REPO
+from conftest import BINDING_DIR, REPO, run_python
 
 FOUR = {"fallback", "thp-madvise", "hugetlbfs", "anon-orders"}
 
@@ -133,3 +133,19 @@ def test_python_m_hp_warns_without_huge_page_backends(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "warning: no huge-page backend is available" in proc.stderr
     assert f"plugins from (none)" in proc.stdout or str(tmp_path) in proc.stdout
+
+
+def test_large_alloc_without_huge_page_backends_warns_once(tmp_path):
+    proc = run_python(
+        "import warnings, hp\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        "    for _ in range(3):\n"
+        "        hp.alloc(64 << 20).close()\n"
+        "print(len(seen), seen[0].category.__name__ if seen else '-')\n"
+        "print(seen[0].message if seen else '')\n",
+        HP_BACKEND_PATH=str(tmp_path), HP_SYSFS_ROOT="/nonexistent-hp-sysfs-root")
+    assert proc.returncode == 0, proc.stderr
+    count, category = proc.stdout.split("\n", 1)[0].split()
+    assert (count, category) == ("1", "NoHugePagesWarning")
+    assert "no huge-page backend is available" in proc.stdout
