@@ -332,9 +332,10 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
                 "Cache" in the libhp README); default zero-filled.
 
     Raises a HugePageError subclass with libhp's detail text on failure;
-    when no backend could serve, the message adds the page size asked for
-    and what each candidate backend reported (free pool pages, or why it is
-    unavailable).
+    when no backend could serve (NoBackendError, NoHugePagesError, or
+    OutOfMemoryError when a pool could not reserve), the message adds the
+    page size asked for and what each candidate backend reported (free pool
+    pages, or why it is unavailable).
     """
     size = _check_size(size)
     flags = _flags(page_size, require_huge, populate, collapse, zero)
@@ -357,7 +358,7 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
     if ptr == ffi.NULL:
         code = lib.hp_last_error()
         detail = string(lib.hp_last_error_detail())
-        if code in (lib.HP_ENOBACKEND, lib.HP_ENOHUGE) and not (
+        if code in (lib.HP_ENOBACKEND, lib.HP_ENOHUGE, lib.HP_ENOMEM) and not (
                 backend is not None and backend not in _backend_names()):
             detail += _why_no_backend(detail, size, page_size, backend)
         if code == lib.HP_OK:  # pragma: no cover - a failing call always sets a code

@@ -72,8 +72,10 @@ def test_short_and_drained_pool_are_named_and_default_falls_back(knob_lock, free
         proc = run_python(SHORT_POOL_CHILD)
     assert proc.returncode == 0, proc.stderr
     named, required, default = proc.stdout.splitlines()
-    assert named.startswith("NoBackendError: ")
-    assert required.startswith("NoHugePagesError: ")
+    # The selection may turn the pool down from its probe (no backend) or
+    # fail to reserve at map time (out of memory): either way it is named.
+    assert named.split(":")[0] in ("NoBackendError", "OutOfMemoryError"), named
+    assert required.split(":")[0] in ("NoHugePagesError", "OutOfMemoryError"), required
     if free_pages:
         assert "hugetlbfs: 2M pool has 1 free page(s), 4 needed" in named
         assert "2M pool has 1 free page(s), 4 needed" in required
