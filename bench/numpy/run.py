@@ -85,8 +85,8 @@ def run(config, workload, size):
 
 def table(rows, workload, metric, label):
     base = [r[metric] for r in rows if r["config"] == "numpy"]
-    lines = [f"| {label} | config | median s | ratio to numpy (paired median) | huge |",
-             "|---|---|---:|---:|---:|"]
+    lines = [f"| {label} | config | median s | ratio to numpy (paired median) | huge "
+             "| served by |", "|---|---|---:|---:|---:|---|"]
     for config in CONFIGS:
         mine = [r for r in rows if r["config"] == config]
         if not mine:
@@ -94,8 +94,9 @@ def table(rows, workload, metric, label):
         values = [r[metric] for r in mine]
         ratios = [r[metric] / b for r, b in zip(mine, base)]
         huge = statistics.median(r["huge"] for r in mine)
+        served = ",".join(sorted({r.get("backend", "?") for r in mine}))
         lines.append(f"| {workload} | {config} | {statistics.median(values):.3f} | "
-                     f"{statistics.median(ratios):.2f}x | {huge:.0%} |")
+                     f"{statistics.median(ratios):.2f}x | {huge:.0%} | {served} |")
     return "\n".join(lines)
 
 

@@ -23,6 +23,14 @@ import numpy as np
 sys.path.insert(0, __file__.rsplit("/", 3)[0] + "/bindings/python/tests")
 
 
+def backend(arr):
+    import hp
+    try:
+        return hp.info(arr).backend
+    except hp.ForeignPointerError:
+        return "numpy-default"
+
+
 def huge_fraction(arr):
     from conftest import smaps_huge_bytes   # the test suite's smaps reader
     return smaps_huge_bytes(arr.__array_interface__["data"][0], arr.nbytes) / arr.nbytes
@@ -46,6 +54,7 @@ def main():
         a = np.ones(n)
         out["cold_s"] = time.perf_counter() - t
         out["huge"] = huge_fraction(a)
+        out["backend"] = backend(a)
         del a
         warm = []
         for _ in range(4):
@@ -59,6 +68,7 @@ def main():
         a = np.ones(n)
         out["populate_s"] = time.perf_counter() - t
         out["huge"] = huge_fraction(a)
+        out["backend"] = backend(a)
         times = []
         for _ in range(3):
             t = time.perf_counter()
