@@ -2,7 +2,7 @@
 
     import hp
     with hp.alloc(64 << 20) as block:        # 64 MiB from the best backend
-        view = memoryview(block)             # zero-copy, writable
+        view = block.buf                     # zero-copy, writable memoryview
         view[:5] = b"hello"
         print(block.info().backend, len(block))
         view.release()                       # views must go before close
@@ -13,7 +13,10 @@ needed. Errors are hp.HugePageError subclasses carrying libhp's detail text.
 
 __version__ = "1.0.0"
 
-from ._block import BUFFER_PROTOCOL, Block, BlockInfo, alloc
+from typing import Any
+
+from ._array import empty, zeros
+from ._block import Block, BlockInfo, NoHugePagesWarning, alloc, info
 from ._errors import (
     BackendError,
     ClosedError,
@@ -62,7 +65,7 @@ F_COLLAPSE = _clib.HP_F_COLLAPSE
 F_NOZERO = _clib.HP_F_NOZERO
 
 __all__ = [
-    "alloc", "Block", "BlockInfo", "BUFFER_PROTOCOL",
+    "alloc", "Block", "BlockInfo", "info", "NoHugePagesWarning", "empty", "zeros", "numpy_allocator",
     "backends", "BackendInfo", "BackendKind", "reprobe", "status", "version", "version_info",
     "VersionInfo",
     "stack", "Stack", "StackInfo", "StackCacheStats", "stack_cache_configure",
@@ -73,3 +76,14 @@ __all__ = [
     "NoBackendError", "BackendError", "EnvironmentVariableError", "NotSupportedError",
     "OutOfRangeError", "OSCallError", "ClosedError", "error_class", "error_from_code",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # hp.numpy and hp.numpy_allocator load numpy and the _hp_numpy extension
+    # on first use, so that `import hp` needs neither.
+    if name in ("numpy", "numpy_allocator"):
+        import importlib
+
+        module = importlib.import_module(".numpy", __name__)
+        return module if name == "numpy" else module.allocator
+    raise AttributeError(f"module 'hp' has no attribute {name!r}")

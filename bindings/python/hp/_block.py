@@ -1,13 +1,15 @@
-"""hp.alloc() and hp.Block: a libhp block as a zero-copy Python buffer.
+"""hp.alloc() and hp.Block: a libhp block, its memory as zero-copy buffers.
 
-See _buffer.py for how the buffer protocol is provided and why close(),
-resize() and garbage collection can never leave a view on freed memory.
+See _buffer.py for how the memory is exported and why close(), resize() and
+garbage collection can never leave a view on freed memory.
 """
 
 import operator
 import re
 import threading
+import warnings
 from dataclasses import dataclass
+from typing import Any, Iterable, List, Optional, Union
 
 from . import _buffer
 from ._errors import ClosedError, check, error_from_code, last_error
@@ -32,100 +34,142 @@ class BlockInfo:
 class Block(_buffer.Exporter):
     """A block of libhp memory. Create it with hp.alloc().
 
-    Supports the buffer protocol: ``memoryview(block)`` and
-    ``numpy.frombuffer(block, ...)`` are zero-copy and writes land in the C
-    memory. ``close()`` and ``resize()`` raise BufferError while such views
-    are alive (release them first, e.g. ``view.release()`` or ``del array``),
-    exactly like bytearray and mmap. The memory is freed by close(), by the
-    ``with`` statement, or when the block and every view of it are garbage.
-    After close() every method raises ClosedError; ``memoryview(block)``
-    raises ValueError (ClosedError is a ValueError too).
+    The memory is reached through ``block.buf`` (a new writable memoryview
+    on each access; ``numpy.frombuffer(block.buf, ...)`` and
+    ``numpy.ndarray(shape, dtype, buffer=block.buf)`` are zero-copy) and,
+    like ``mmap``, through ``b[i]`` (an int), ``b[i:j]`` (bytes), item and
+    slice assignment, and ``bytes(b)``. The Block itself is not a buffer:
+    see hp/_buffer.py for why that makes every export countable.
 
-    Thread-safe: close(), resize() and info() are serialised per block.
+    ``close()`` and ``resize()`` raise BufferError while anything made from
+    ``.buf`` is alive (release it first: ``view.release()``, ``with
+    block.buf as v:``, ``del array``), like bytearray and mmap. The memory is
+    freed by close(), by the ``with`` statement, or when the block and every
+    export of it are garbage; freed memory goes back to libhp, which may keep
+    huge-page memory in its cache and hand the same addresses out again (see
+    "Cache" in the libhp README), so nothing may hold on to it -- which is
+    exactly what the BufferError enforces. After close() every method raises
+    ClosedError (a ValueError).
+
+    Thread-safe: ``.buf``, item access, close(), resize() and info() are
+    serialised per block, so a reader in another thread sees the memory
+    before or after a resize, never a half-done one. A thread that keeps a
+    ``.buf`` view across another thread's resize() makes that resize() raise
+    BufferError.
     """
 
     __slots__ = ("_len", "_flags", "_lock", "__weakref__")
+    _owner: Any
+    _view: Any
+    _len: Optional[int]
+    _flags: int
+    _lock: threading.Lock
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Block":
         raise TypeError("hp.Block cannot be created directly; use hp.alloc()")
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         raise TypeError("hp.Block cannot be subclassed")
 
     @classmethod
-    def _adopt(cls, ptr, size, flags):
+    def _adopt(cls, ptr: Any, size: int, flags: int) -> "Block":
         block = object.__new__(cls)
         block._lock = threading.Lock()
         block._flags = flags
         block._attach(ptr, size)
         return block
 
-    def _attach(self, ptr, size):
+    def _attach(self, ptr: Any, size: int) -> None:
         # The cdata owns the memory (hp_free when it dies); the exporter keeps
-        # the cdata alive, and every view keeps the exporter alive.
+        # the cdata alive, and every export keeps the exporter alive.
         self._owner = ffi.gc(ffi.cast("char *", ptr), _free, size)
         self._len = size
         self._view = ffi.buffer(self._owner, size)
 
-    def _require_open(self):
+    def _require_open(self) -> None:
         if self._owner is None:
             raise ClosedError("operation on a closed hp.Block")
 
-    def _detach_or_raise(self, what):
-        view, live = _buffer.detach(self)
+    def _refuse_if_exported(self, what: str) -> None:
+        live = _buffer.exports(self)
         if live:
-            self._view = view
-            del view
             raise BufferError(
                 f"cannot {what} the hp.Block: {live} buffer export(s) (memoryview, "
                 "numpy array, ...) still use its memory; release them first")
 
     # -- queries ---------------------------------------------------------
     @property
-    def closed(self):
+    def closed(self) -> bool:
         """True once close() has freed the memory."""
         return self._owner is None
 
     @property
-    def address(self):
+    def address(self) -> int:
         """Address of the memory as an int (changes when resize() moves it)."""
         owner = self._owner
         if owner is None:
             raise ClosedError("operation on a closed hp.Block")
         return int(ffi.cast("uintptr_t", owner))
 
-    def __len__(self):
+    def __len__(self) -> int:
         size = self._len
         if size is None:
             raise ClosedError("operation on a closed hp.Block")
         return size
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return True
 
-    def info(self):
+    def info(self) -> BlockInfo:
         """A BlockInfo read from libhp now (huge_bytes is measured)."""
         with self._lock:
             self._require_open()
-            info = ffi.new("struct hp_block_info *")
-            info.size = ffi.sizeof("struct hp_block_info")
-            check(lib.hp_info(self._owner, info))
-        return BlockInfo(string(info.backend), info.requested_page_size, info.page_size,
-                         info.usable_size, info.mapped_size, info.huge_bytes, info.flags)
+            return _info_at(self._owner)
 
-    def view(self):
-        """memoryview(block), also where the buffer slot is unavailable."""
-        self._require_open()
-        return memoryview(self._view)
+    @property
+    def buf(self) -> memoryview:
+        """A new writable memoryview of the whole block (zero-copy).
+
+        It, and everything made from it (slices, casts, numpy arrays, ctypes
+        objects), keeps the memory alive and makes close() and resize()
+        raise BufferError until it is released or garbage.
+        """
+        with self._lock:
+            self._require_open()
+            return memoryview(self._view)
+
+    def view(self) -> memoryview:
+        """The same as ``block.buf``."""
+        return self.buf
+
+    def __getitem__(self, key: Union[int, slice]) -> Union[int, bytes]:
+        with self._lock:
+            self._require_open()
+            with memoryview(self._view) as v:
+                if isinstance(key, slice):
+                    return v[key].tobytes()
+                return int(v[key])
+
+    def __setitem__(self, key: Union[int, slice], value: Any) -> None:
+        with self._lock:
+            self._require_open()
+            with memoryview(self._view) as v:
+                v[key] = value
+
+    def __bytes__(self) -> bytes:
+        with self._lock:
+            self._require_open()
+            return bytes(self._view)
 
     # -- changes ---------------------------------------------------------
-    def resize(self, size):
+    def resize(self, size: int) -> None:
         """Resize to size bytes with hp_realloc, keeping min(old, new) bytes.
 
-        The memory may move; views taken before would then be stale, so
-        resize() raises BufferError while any is alive. On failure the block
-        is unchanged and the libhp error is raised. The block keeps the
-        options it was allocated with (page size, require_huge, ...).
+        The memory may move (the old range then goes back to libhp, see
+        close()), so resize() raises BufferError while any export is alive.
+        On failure the block is unchanged and the libhp error is raised. The
+        block keeps the options it was allocated with (page size,
+        require_huge, ...).
         """
         size = _check_size(size)
         if size == 0:
@@ -133,35 +177,39 @@ class Block(_buffer.Exporter):
                                   "byte; use close() to free it")
         with self._lock:
             self._require_open()
-            self._detach_or_raise("resize")
-            owner = self._owner
+            self._refuse_if_exported("resize")
+            owner, old_size = self._owner, len(self)
+            self._view = None
             ffi.gc(owner, None)  # from here until _attach, the pointer is ours alone
             ptr = lib.hp_realloc(owner, size, self._flags)
             if ptr == ffi.NULL:
                 err = last_error()
-                self._attach(owner, self._len)  # hp_realloc left the block intact
+                self._attach(owner, old_size)  # hp_realloc left the block intact
                 raise err
             self._attach(ptr, size)
 
-    def close(self):
-        """Free the memory now. Does nothing if already closed.
+    def close(self) -> None:
+        """Free the memory now (hp_free). Does nothing if already closed.
 
-        Raises BufferError (and frees nothing) while views are alive.
+        Raises BufferError (and frees nothing) while exports are alive.
+        Freed memory is not returned to the kernel at once: libhp may cache
+        it and give it to a later allocation (zero-filled unless that one
+        passes zero=False), which is why no export may survive close().
         """
         with self._lock:
             if self._owner is None:
                 return
-            self._detach_or_raise("close")
+            self._refuse_if_exported("close")
             owner = self._owner
-            self._owner = self._len = None
+            self._owner = self._len = self._view = None
             ffi.gc(owner, None)
             check(lib.hp_free(owner))
 
-    def __enter__(self):
+    def __enter__(self) -> "Block":
         self._require_open()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
             self.close()
             return
@@ -174,22 +222,45 @@ class Block(_buffer.Exporter):
             pass
 
     # -- not supported -----------------------------------------------------
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: Any) -> Any:
         # A copy would share the memory and free it twice.
         raise TypeError("hp.Block cannot be pickled or copied; copy its bytes instead")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         size = self._len
         if size is None:
             return "<hp.Block closed>"
         return f"<hp.Block {size} bytes at {self.address:#x}>"
 
 
-BUFFER_PROTOCOL = _buffer.install(Block)
-"""How memoryview(block) works here: "slot", "__buffer__", or None."""
+def _info_at(ptr: Any) -> BlockInfo:
+    info = ffi.new("struct hp_block_info *")
+    info.size = ffi.sizeof("struct hp_block_info")
+    check(lib.hp_info(ptr, info))
+    return BlockInfo(string(info.backend), info.requested_page_size, info.page_size,
+                     info.usable_size, info.mapped_size, info.huge_bytes, info.flags)
 
 
-def _check_size(size):
+def info(obj: Any) -> BlockInfo:
+    """BlockInfo of the libhp block that obj's memory starts at.
+
+    obj is a Block, a numpy array (hp.empty/hp.zeros, or an array numpy
+    allocated under hp.numpy_allocator), or any buffer whose first byte is
+    the start of a libhp block. Raises ForeignPointerError for memory libhp
+    did not allocate, InteriorPointerError for a view that starts inside one.
+    """
+    if isinstance(obj, Block):
+        return obj.info()
+    iface = getattr(obj, "__array_interface__", None)
+    if iface is not None:
+        address = iface["data"][0]
+    else:
+        with memoryview(obj) as v:
+            address = int(ffi.cast("uintptr_t", ffi.from_buffer(v)))
+    return _info_at(ffi.cast("void *", address))
+
+
+def _check_size(size: int) -> int:
     size = operator.index(size)
     if size < 0 or size > _SIZE_MAX:
         raise error_from_code(lib.HP_ESIZE, f"size {size} is outside 0..{_SIZE_MAX}")
@@ -199,45 +270,29 @@ def _check_size(size):
 _PAGE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
-def _page_size_flag(page_size):
-    """HP_F_PAGE_* bits for page_size: bytes as int, or "4K", "2M", "1G"."""
-    value = None
+def _page_bytes(page_size: Union[int, str]) -> Optional[int]:
+    """page_size as bytes: an int, or a string like "4K", "2M", "1GiB"."""
     if isinstance(page_size, str):
         m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", page_size, re.IGNORECASE)
-        if m:
-            value = int(m.group(1)) * _PAGE_UNITS[m.group(2).upper()]
-    elif not isinstance(page_size, bool):
-        value = operator.index(page_size)
+        return int(m.group(1)) * _PAGE_UNITS[m.group(2).upper()] if m else None
+    if isinstance(page_size, bool):
+        return None
+    return operator.index(page_size)
+
+
+def _page_size_flag(page_size: Union[int, str]) -> int:
+    """HP_F_PAGE_* bits for page_size: bytes as int, or "4K", "2M", "1G"."""
+    value = _page_bytes(page_size)
     flag = lib.hp_page_size_flag(value) if value is not None and 0 <= value < 1 << 64 else 0
     if not flag:
         raise error_from_code(lib.HP_EFLAGS, f"page_size={page_size!r}: expected a power of "
                               "two of at least 4096 bytes, as an int or like \"2M\"")
-    return flag
+    return int(flag)
 
 
-def _c_name(value, what):
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    if "\0" in value:
-        raise error_from_code(lib.HP_EINVAL, f"{what} {value!r} contains a NUL character")
-    return ffi.new("char[]", value.encode("utf-8"))
-
-
-def alloc(size, *, page_size=None, backend=None, exclude=None, require_huge=False,
-          populate=False, collapse=False, zero=True):
-    """Allocate a Block of size bytes from the best backend (hp_alloc_ex).
-
-    page_size   int bytes or "4K"/"2M"/"1G": ask for that page size.
-    backend     name of the only backend allowed to serve (see hp.backends()).
-    exclude     backend names never to use: "a,b" or an iterable of names.
-    require_huge  fail with NoHugePagesError instead of using base pages.
-    populate    prefault the whole block before returning.
-    collapse    ask the kernel to collapse the block into huge pages now.
-    zero        False allows leftover contents (HP_F_NOZERO); default zeroed.
-
-    Raises a HugePageError subclass with libhp's detail text on failure.
-    """
-    size = _check_size(size)
+def _flags(page_size: Union[int, str, None], require_huge: bool, populate: bool,
+           collapse: bool, zero: bool) -> int:
+    """HP_F_* bits for alloc()'s keyword arguments."""
     flags = 0
     if require_huge:
         flags |= lib.HP_F_REQUIRE_HUGE
@@ -249,6 +304,41 @@ def alloc(size, *, page_size=None, backend=None, exclude=None, require_huge=Fals
         flags |= lib.HP_F_NOZERO
     if page_size is not None:
         flags |= _page_size_flag(page_size)
+    return flags
+
+
+def _c_name(value: Any, what: str) -> Any:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if "\0" in value:
+        raise error_from_code(lib.HP_EINVAL, f"{what} {value!r} contains a NUL character")
+    return ffi.new("char[]", value.encode("utf-8"))
+
+
+def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Optional[str] = None,
+          exclude: Union[str, Iterable[str], None] = None, require_huge: bool = False,
+          populate: bool = False, collapse: bool = False, zero: bool = True) -> Block:
+    """Allocate a Block of size bytes from the best backend (hp_alloc_ex).
+
+    page_size   int bytes or "4K"/"2M"/"1G": ask for that page size.
+    backend     name of the only backend allowed to serve (see hp.backends()).
+    exclude     backend names never to use: "a,b" or an iterable of names;
+                an unknown name is a NoBackendError, as for backend.
+    require_huge  fail with NoHugePagesError instead of using base pages.
+    populate    prefault the whole block before returning.
+    collapse    ask the kernel to collapse the block into huge pages now.
+    zero        False allows leftover contents (HP_F_NOZERO): libhp may hand
+                back a range this process freed before, bytes and all (see
+                "Cache" in the libhp README); default zero-filled.
+
+    Raises a HugePageError subclass with libhp's detail text on failure;
+    when no backend could serve (NoBackendError, NoHugePagesError, or
+    OutOfMemoryError when a pool could not reserve), the message adds the
+    page size asked for and what each candidate backend reported (free pool
+    pages, or why it is unavailable).
+    """
+    size = _check_size(size)
+    flags = _flags(page_size, require_huge, populate, collapse, zero)
     opts = ffi.new("struct hp_alloc_opts *")
     opts.size = ffi.sizeof("struct hp_alloc_opts")
     opts.flags = flags
@@ -256,11 +346,91 @@ def alloc(size, *, page_size=None, backend=None, exclude=None, require_huge=Fals
         c_backend = _c_name(backend, "backend")
         opts.backend = c_backend
     if exclude is not None:
-        if not isinstance(exclude, str):
-            exclude = ",".join(exclude)
-        c_exclude = _c_name(exclude, "exclude")
+        names = exclude.split(",") if isinstance(exclude, str) else list(exclude)
+        for name in names:
+            _c_name(name, "exclude")
+        _check_known(name.strip() for name in names if name.strip())
+        c_exclude = _c_name(",".join(names), "exclude")
         opts.exclude = c_exclude
     ptr = lib.hp_alloc_ex(size, opts)
+    if ptr != ffi.NULL and size >= _HUGE_HINT_SIZE and not _warned:
+        _warn_if_no_huge_backend()
     if ptr == ffi.NULL:
-        raise last_error()
+        code = lib.hp_last_error()
+        detail = string(lib.hp_last_error_detail())
+        if code in (lib.HP_ENOBACKEND, lib.HP_ENOHUGE, lib.HP_ENOMEM) and not (
+                backend is not None and backend not in _backend_names()):
+            detail += _why_no_backend(detail, size, page_size, backend)
+        if code == lib.HP_OK:  # pragma: no cover - a failing call always sets a code
+            raise last_error()
+        raise error_from_code(code, detail)
     return Block._adopt(ptr, size, flags)
+
+
+#: Blocks this large would normally get huge pages (one x86-64 PMD).
+_HUGE_HINT_SIZE = 2 << 20
+_warned = False
+
+
+class NoHugePagesWarning(RuntimeWarning):
+    """Issued once per process: no huge-page backend is available, so large
+    blocks get base pages (see hp.status()["warnings"])."""
+
+
+def _warn_if_no_huge_backend() -> None:
+    global _warned
+    _warned = True
+    from ._introspect import status
+
+    for text in status()["warnings"]:
+        warnings.warn(f"hp: {text}; python3 -m hp shows what libhp found",
+                      NoHugePagesWarning, stacklevel=3)
+
+
+def _backend_names() -> List[str]:
+    from ._introspect import backends
+
+    return [b.name for b in backends()]
+
+
+def _check_known(names: Iterable[str]) -> None:
+    known = _backend_names()
+    for name in names:
+        if name not in known:
+            raise error_from_code(lib.HP_ENOBACKEND, f"exclude: no loaded backend named "
+                                  f"\"{name}\" (loaded: {', '.join(known)})")
+
+
+def _size_text(n: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def _why_no_backend(detail: str, size: int, page_size: Union[int, str, None],
+                    backend: Optional[str]) -> str:
+    """What the candidates said, for a request no backend could serve."""
+    from ._introspect import backends
+
+    wanted = _page_bytes(page_size) if page_size is not None else None
+    found = [b for b in backends() if backend is None or b.name == backend]
+    parts = []
+    if wanted is not None:
+        offered = sorted({ps for b in found if b.available for ps in b.page_sizes})
+        text = f"page size {_size_text(wanted)} was requested for {size} bytes"
+        if wanted not in offered:
+            text += (f", and no available backend offers {_size_text(wanted)} pages (sizes "
+                     f"offered: {', '.join(map(_size_text, offered)) or 'none'})")
+        parts.append(text)
+    for b in found:
+        if not b.available:
+            if b.reason not in detail:
+                parts.append(f"{b.name}: unavailable ({b.reason})")
+            continue
+        pools = [f"{_size_text(ps)} pool has {free} free page(s), {-(-size // ps)} needed"
+                 for ps, free in zip(b.page_sizes, b.pool_free)
+                 if free is not None and (wanted is None or ps == wanted)]
+        if pools:
+            parts.append(f"{b.name}: " + "; ".join(pools))
+    return "; " + "; ".join(parts) if parts else ""

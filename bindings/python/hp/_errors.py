@@ -7,16 +7,19 @@ Where a builtin fits, the class also derives from it, so generic handlers
 work: ``except MemoryError`` catches HP_ENOMEM and HP_ENOHUGE.
 """
 
+from typing import Optional, Type
+
 from ._lib import lib, string
 
 
 class HugePageError(Exception):
     """Base class of every libhp error."""
 
-    code = None
-    name = "HP_UNKNOWN"
+    code: Optional[int] = None
+    name: str = "HP_UNKNOWN"
 
-    def __init__(self, message="", *, code=None, detail=""):
+    def __init__(self, message: str = "", *, code: Optional[int] = None,
+                 detail: str = "") -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -104,12 +107,12 @@ _BY_CODE = {
 }
 
 
-def error_class(code):
+def error_class(code: int) -> Type[HugePageError]:
     """The exception class for a C error code (HugePageError if unknown)."""
     return _BY_CODE.get(code, HugePageError)
 
 
-def error_from_code(code, detail=""):
+def error_from_code(code: int, detail: str = "") -> HugePageError:
     """The exception for a C error code, with libhp's texts in the message.
 
     The message reads "<description> (<HP_NAME>): <detail>". Also used for
@@ -122,7 +125,7 @@ def error_from_code(code, detail=""):
     return error_class(code)(message, code=code, detail=detail)
 
 
-def last_error():
+def last_error() -> HugePageError:
     """The exception for the last failing libhp call on this thread.
 
     Call it right after the failing call: the detail text is only valid until
@@ -135,7 +138,7 @@ def last_error():
     return error_from_code(code, detail)
 
 
-def check(rc):
+def check(rc: int) -> int:
     """Raise for a negative int32_t return code, else return it."""
     if rc < 0:
         raise error_from_code(rc, string(lib.hp_last_error_detail()))

@@ -3,13 +3,14 @@
 import enum
 import os
 from dataclasses import asdict, dataclass
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from ._errors import check
-from ._lib import ffi, lib, library_path, string
+from ._lib import SEARCHED, _pkg_config_libdir, ffi, lib, library_path, string
 
 #: enum hp_backend_kind, names without the HP_KIND_ prefix.
-BackendKind = enum.IntEnum("BackendKind", {
+_IntEnum: Any = enum.IntEnum   # built from the cdef at run time: opaque to mypy
+BackendKind: Any = _IntEnum("BackendKind", {
     name[len("HP_KIND_"):]: value
     for name, value in sorted(ffi.typeof("enum hp_backend_kind").relements.items(),
                               key=lambda item: item[1])
@@ -37,7 +38,7 @@ class VersionInfo(NamedTuple):
     patch: int
 
 
-def _version_info():
+def _version_info() -> VersionInfo:
     number = lib.hp_version()
     return VersionInfo(number // 10000, number // 100 % 100, number % 100)
 
@@ -48,14 +49,14 @@ version = string(lib.hp_version_string())
 version_info = _version_info()
 
 
-def _kind(value):
+def _kind(value: int) -> Union[BackendKind, int]:
     try:
         return BackendKind(value)
     except ValueError:
         return value
 
 
-def backends():
+def backends() -> List[BackendInfo]:
     """Every backend libhp found (BackendInfo list); pool figures are fresh."""
     result = []
     for index in range(check(lib.hp_backend_count())):
@@ -75,8 +76,24 @@ def backends():
     return result
 
 
-def status():
-    """A JSON-ready dict: versions, the library file, backends, HP_* settings."""
+def _plugin_dir(found: List[BackendInfo]) -> Tuple[str, str]:
+    """(directory, how it was chosen) of the backend plugins."""
+    dirs = sorted({os.path.dirname(b.path) for b in found if b.path.startswith("/")})
+    env = os.environ.get("HP_BACKEND_PATH")
+    how = "HP_BACKEND_PATH" if env else "built-in default"
+    if dirs:
+        return dirs[0], how
+    if env:
+        return env, f"{how}; no plugin loaded from it"
+    lib_path, _ = _pkg_config_libdir()
+    return "", f"{how}; no plugin loaded (pkg-config --variable=backenddir libhp " \
+        f"names the installed directory{'' if lib_path else '; pkg-config does not know libhp'})"
+
+
+def status() -> Dict[str, Any]:
+    """A JSON-ready dict: versions, the library file and where it was looked
+    for, the plugin directory, backends, HP_* settings, and warnings (for
+    example: no huge-page backend is available)."""
     from . import __version__
 
     found = backends()
@@ -88,20 +105,31 @@ def status():
         row["page_sizes"] = list(b.page_sizes)
         row["pool_free"] = list(b.pool_free)
         rows.append(row)
+    huge = [b.name for b in found if b.available and b.kind in huge_kinds]
+    plugin_dir, plugin_dir_source = _plugin_dir(found)
+    warnings = []
+    if not huge:
+        why = "; ".join(f"{b.name}: {b.reason}" for b in found if b.kind in huge_kinds)
+        warnings.append("no huge-page backend is available: every block gets base pages ("
+                        + (why or f"no huge-page plugin loaded; {plugin_dir_source}") + ")")
     return {
         "version": version,
         "version_number": lib.hp_version(),
         "binding_version": __version__,
         "header_version": f"{lib.HP_VERSION_MAJOR}.{lib.HP_VERSION_MINOR}.{lib.HP_VERSION_PATCH}",
         "library": library_path(),
+        "library_search": list(SEARCHED),
+        "plugin_dir": plugin_dir,
+        "plugin_dir_source": plugin_dir_source,
         "backends": rows,
         "available": [b.name for b in found if b.available],
-        "huge_page_backends": [b.name for b in found if b.available and b.kind in huge_kinds],
+        "huge_page_backends": huge,
+        "warnings": warnings,
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("HP_")},
     }
 
 
-def reprobe():
+def reprobe() -> None:
     """Probe every backend again now (hp_reprobe): call it after changing
     kernel settings (nr_hugepages, THP enabled) to see them at once."""
     check(lib.hp_reprobe())

@@ -8,6 +8,7 @@ statement or garbage collection; afterwards every method raises ClosedError.
 
 import threading
 from dataclasses import dataclass
+from typing import Any, Optional, Union
 
 from ._block import _check_size
 from ._errors import ClosedError, check, last_error
@@ -49,7 +50,7 @@ class StackCacheStats:
     evictions: int       #: cached stacks unmapped for a bound or a trim
 
 
-def _destroy(handle, _lib=lib):
+def _destroy(handle: Any, _lib: Any = lib) -> None:
     _lib.hp_stack_destroy(handle)
 
 
@@ -57,38 +58,40 @@ class Stack:
     """A libhp stack. Create it with hp.stack()."""
 
     __slots__ = ("_handle", "_lock", "__weakref__")
+    _handle: Any
+    _lock: threading.Lock
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("hp.Stack cannot be created directly; use hp.stack()")
 
     @classmethod
-    def _adopt(cls, handle):
+    def _adopt(cls, handle: Any) -> "Stack":
         stack = object.__new__(cls)
         stack._lock = threading.Lock()
         stack._handle = ffi.gc(handle, _destroy)
         return stack
 
-    def _live(self):
+    def _live(self) -> Any:
         handle = self._handle
         if handle is None:
             raise ClosedError("operation on a closed hp.Stack")
         return handle
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._handle is None
 
     @property
-    def base(self):
+    def base(self) -> int:
         """Lowest usable address (the stack grows down from base + size)."""
         return int(ffi.cast("uintptr_t", lib.hp_stack_base(self._live())))
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Usable bytes from base."""
         return lib.hp_stack_size(self._live())
 
-    def info(self):
+    def info(self) -> StackInfo:
         with self._lock:
             info = ffi.new("struct hp_stack_info *")
             info.size = ffi.sizeof("struct hp_stack_info")
@@ -98,7 +101,7 @@ class Stack:
                          info.flags, info.base_addr, info.usable_size, info.guard_addr,
                          info.guard_size, info.page_size, info.resident_bytes, info.huge_bytes)
 
-    def close(self):
+    def close(self) -> None:
         """Release the stack (to the cache, or unmapped). Idempotent."""
         with self._lock:
             handle, self._handle = self._handle, None
@@ -106,24 +109,25 @@ class Stack:
                 ffi.gc(handle, None)
                 check(lib.hp_stack_destroy(handle))
 
-    def __enter__(self):
+    def __enter__(self) -> "Stack":
         self._live()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("hp.Stack cannot be pickled or copied")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._handle is None:
             return "<hp.Stack closed>"
         return f"<hp.Stack {self.size} bytes at {self.base:#x}>"
 
 
-def stack(size, *, huge=False, hugetlb=False, thp=False, allow_lean=False, populate=False,
-          cache=True, guard_size=0):
+def stack(size: int, *, huge: bool = False, hugetlb: bool = False, thp: bool = False,
+          allow_lean: bool = False, populate: bool = False, cache: bool = True,
+          guard_size: int = 0) -> Stack:
     """Make a stack of at least size usable bytes (hp_stack_create_ex).
 
     Lean (base pages, never huge) unless huge/hugetlb/thp is set; allow_lean
@@ -147,9 +151,9 @@ def stack(size, *, huge=False, hugetlb=False, thp=False, allow_lean=False, popul
     return Stack._adopt(handle)
 
 
-def stack_cache_configure(*, max_stacks=lib.HP_STACK_CACHE_DEFAULT_STACKS,
-                          max_bytes=lib.HP_STACK_CACHE_DEFAULT_BYTES,
-                          keep_bytes=lib.HP_STACK_CACHE_DEFAULT_KEEP_BYTES):
+def stack_cache_configure(*, max_stacks: int = lib.HP_STACK_CACHE_DEFAULT_STACKS,
+                          max_bytes: int = lib.HP_STACK_CACHE_DEFAULT_BYTES,
+                          keep_bytes: int = lib.HP_STACK_CACHE_DEFAULT_KEEP_BYTES) -> None:
     """Configure the stack cache (defaults: libhp's); trims it at once.
 
     max_stacks=0 turns the cache off; max_bytes bounds the usable bytes of
@@ -163,7 +167,7 @@ def stack_cache_configure(*, max_stacks=lib.HP_STACK_CACHE_DEFAULT_STACKS,
     check(lib.hp_stack_cache_configure(cfg))
 
 
-def stack_cache_stats():
+def stack_cache_stats() -> StackCacheStats:
     """Settings, contents and counters of the stack cache."""
     st = ffi.new("struct hp_stack_cache_stats *")
     st.size = ffi.sizeof("struct hp_stack_cache_stats")
@@ -173,6 +177,6 @@ def stack_cache_stats():
                            st.evictions)
 
 
-def stack_cache_trim():
+def stack_cache_trim() -> None:
     """Unmap every cached stack now."""
     check(lib.hp_stack_cache_trim())

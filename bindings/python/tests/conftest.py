@@ -8,6 +8,8 @@ compiler, the repository headers, venv/pip) into a failure, so CI cannot pass
 by skipping.
 """
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -77,7 +79,10 @@ def mapped(address):
 
 def run_python(code, **env):
     """Run code in a fresh interpreter (libhp reads HP_* once per process)."""
-    full = dict(os.environ, PYTHONPATH=str(BINDING_DIR), **env)
+    path = os.pathsep.join([str(BINDING_DIR)] + [p for p in os.environ.get(
+        "PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != BINDING_DIR])
+    full = dict(os.environ, PYTHONPATH=path)
+    full.update(env)
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
                           text=True, timeout=120)
 
@@ -86,3 +91,112 @@ def run_python(code, **env):
 def block():
     with hp.alloc(1 << 20, backend="fallback") as b:
         yield b
+
+
+def smaps_huge_bytes(address, length):
+    """Bytes of [address, address + length) on huge pages, from
+    /proc/self/smaps: AnonHugePages (THP) plus Private_ and Shared_Hugetlb
+    (1 GiB private pages sometimes show up as shared) of every mapping that
+    overlaps the range, each capped at its overlap."""
+    total = 0
+    lo = hi = 0
+    fields = {}
+
+    def flush():
+        nonlocal total
+        if hi > address and lo < address + length:
+            overlap = min(hi, address + length) - max(lo, address)
+            huge = (fields.get("AnonHugePages", 0) + fields.get("Private_Hugetlb", 0)
+                    + fields.get("Shared_Hugetlb", 0))
+            total += min(huge, overlap)
+
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(None, 1)[0]
+            if "-" in head and not head.endswith(":"):
+                flush()
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                fields = {}
+            elif head.endswith(":") and line.rstrip().endswith("kB"):
+                fields[head[:-1]] = int(line.split()[1]) * 1024
+    flush()
+    return total
+
+
+def thp_madvise_available():
+    """(ok, why): can thp-madvise serve a block on huge pages here?"""
+    for b in hp.backends():
+        if b.name == "thp-madvise":
+            return b.available, b.reason
+    return False, "thp-madvise backend not loaded (HP_BACKEND_PATH?)"
+
+
+@contextlib.contextmanager
+def flocked(path):
+    """Hold an exclusive flock on path (the machine-wide test locks)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+KNOBS_LOCK = "/run/lock/libhp-knobs.lock"
+HEAVY_LOCK = "/run/lock/libhp-heavy.lock"
+POOL_2M = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+
+
+@pytest.fixture
+def heavy():
+    """For tests that map 1 GiB or more: one heavy job on the machine at once."""
+    with flocked(HEAVY_LOCK):
+        yield
+
+
+def _write_knob(path, value):
+    with open(path, "w") as f:
+        f.write(f"{value}\n")
+
+
+def _read_int(path):
+    with open(path) as f:
+        return int(f.read().split()[0])
+
+
+@contextlib.contextmanager
+def hugetlb_pool_2m(free_pages, lock=True):
+    """Make the 2 MiB hugetlb pool have (about) free_pages free pages, under
+    the knob lock (lock=False: the caller holds it), and put nr_hugepages
+    back afterwards, whatever happens. Yields the number of free pages
+    really obtained. Skips without root."""
+    free_path = POOL_2M.replace("nr_hugepages", "free_hugepages")
+    need(os.path.exists(POOL_2M), "no 2 MiB hugetlb pool on this kernel")
+    need(os.access(POOL_2M, os.W_OK), "needs root to resize the hugetlb pool")
+    with flocked(KNOBS_LOCK) if lock else contextlib.nullcontext():
+        before = _read_int(POOL_2M)
+        try:
+            set_free_2m(free_pages)
+            yield _read_int(free_path)
+        finally:
+            _write_knob(POOL_2M, before)
+            hp.reprobe()
+
+
+def set_free_2m(free_pages):
+    """Resize the 2 MiB pool to have free_pages free pages (knob lock held);
+    returns the free pages obtained."""
+    free_path = POOL_2M.replace("nr_hugepages", "free_hugepages")
+    in_use = _read_int(POOL_2M) - _read_int(free_path)
+    _write_knob(POOL_2M, in_use + free_pages)
+    hp.reprobe()
+    return _read_int(free_path)
+
+
+@pytest.fixture(scope="module")
+def knob_lock():
+    """Hold the knob lock for a whole module of pool tests (one wait)."""
+    with flocked(KNOBS_LOCK):
+        yield

@@ -26,7 +26,7 @@ def test_alloc_len_info(block):
 
 
 def test_memory_is_zeroed_and_writable(block):
-    view = memoryview(block)
+    view = block.buf
     assert view.nbytes == len(block) and view.format == "B" and not view.readonly
     assert view.tobytes() == bytes(len(block))
     view[:5] = b"hello"
@@ -59,14 +59,14 @@ def test_exclude_list_and_iterable():
 def test_resize_keeps_contents(backend):
     b = hp.alloc(4096, backend=backend)
     pattern = bytes(range(256)) * 16
-    view = memoryview(b)
+    view = b.buf
     view[:] = pattern
     view.release()
     for size in (1 << 16, 5 << 20, 12345, 64 << 20, 4096):
         b.resize(size)
         assert len(b) == size
         assert b.info().usable_size >= size
-        with memoryview(b) as v:
+        with b.buf as v:
             assert v[:4096].tobytes() == pattern
             v[4096:] = b"\x5a" * (size - 4096)   # the new part is usable
     b.close()
@@ -74,14 +74,14 @@ def test_resize_keeps_contents(backend):
 
 def test_resize_shrink_then_grow_zero_fills_or_keeps():
     with hp.alloc(1 << 20, backend="fallback") as b:
-        with memoryview(b) as v:
+        with b.buf as v:
             v[:3] = b"abc"
         b.resize(3)
         assert len(b) == 3
-        with memoryview(b) as v:
+        with b.buf as v:
             assert v.tobytes() == b"abc"
         b.resize(1 << 20)
-        with memoryview(b) as v:
+        with b.buf as v:
             assert v[:3].tobytes() == b"abc"
 
 
@@ -152,7 +152,7 @@ def test_memoryview_after_close_raises_value_error():
     b = hp.alloc(4096, backend="fallback")
     b.close()
     with pytest.raises(ValueError):
-        memoryview(b)
+        b.buf
     with pytest.raises(ValueError):
         bytes(b)
 
@@ -248,12 +248,12 @@ def test_resize_to_zero_raises_and_keeps_block(block):
 
 def test_failed_resize_keeps_block_intact():
     with hp.alloc(4096, backend="fallback") as b:
-        with memoryview(b) as v:
+        with b.buf as v:
             v[:4] = b"keep"
         with pytest.raises(hp.SizeError):
             b.resize(1 << 50)
         assert len(b) == 4096 and block_state(b.address) == "live"
-        with memoryview(b) as v:
+        with b.buf as v:
             assert v[:4].tobytes() == b"keep"
         b.resize(8192)  # still fully usable
 

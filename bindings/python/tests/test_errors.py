@@ -80,3 +80,17 @@ def test_no_huge_page_support_at_all_raises_no_huge_pages():
     assert lines[0] == "['fallback']"
     assert lines[1] == "fallback"
     assert lines[2].startswith("NoHugePagesError | ") and "huge pages" in lines[2]
+
+
+def test_unknown_exclude_name_is_an_error_like_unknown_backend():
+    with pytest.raises(hp.NoBackendError, match='no loaded backend named "nope"'):
+        hp.alloc(4096, backend="nope")
+    for exclude in ("nope", ["fallback", "nope"], "fallback,nope"):
+        with pytest.raises(hp.NoBackendError, match='exclude: no loaded backend named "nope"'):
+            hp.alloc(4096, exclude=exclude)
+
+
+def test_page_size_failure_names_the_size():
+    with pytest.raises(hp.HugePageError) as err:
+        hp.alloc(4096, page_size="1G", exclude="hugetlbfs")
+    assert "page size 1G was requested for 4096 bytes" in str(err.value)

@@ -1,13 +1,16 @@
 """hp.backends(), hp.status(), hp.version, python3 -m hp."""
 
+import ctypes.util
 import json
 import os
 import re
 import subprocess
 import sys
 
+import pytest
+
 import hp
-from conftest import BINDING_DIR, REPO
+from conftest import BINDING_DIR, REPO, run_python
 
 FOUR = {"fallback", "thp-madvise", "hugetlbfs", "anon-orders"}
 
@@ -81,3 +84,68 @@ def test_python_m_hp_json():
                           env=dict(os.environ, PYTHONPATH=str(BINDING_DIR)))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["version"] == hp.version
+
+
+def test_status_names_library_search_and_plugin_dir():
+    st = hp.status()
+    assert os.path.isfile(st["library"]) and os.path.realpath(st["library"]) == st["library"]
+    assert st["library_search"] and all(isinstance(x, str) for x in st["library_search"])
+    if os.environ.get("HP_LIBRARY"):
+        assert st["library_search"] == [f"HP_LIBRARY={os.environ['HP_LIBRARY']}"]
+    plugins = [b.path for b in hp.backends() if b.path.startswith("/")]
+    if plugins:
+        assert st["plugin_dir"] == os.path.dirname(plugins[0])
+
+
+def _m_hp(**env):
+    full = {k: v for k, v in os.environ.items() if k not in ("HP_LIBRARY", "LD_LIBRARY_PATH")}
+    full.update(PYTHONPATH=str(BINDING_DIR), **env)
+    return subprocess.run([sys.executable, "-m", "hp"], capture_output=True, text=True, env=full)
+
+
+@pytest.mark.parametrize("env", [
+    {"HP_LIBRARY": "/nonexistent/libhp.so.1"},
+    {"PKG_CONFIG_PATH": "/nonexistent", "PKG_CONFIG_LIBDIR": "/nonexistent"},
+])
+def test_python_m_hp_without_libhp_prints_one_line(env):
+    if "HP_LIBRARY" not in env and ctypes.util.find_library("hp"):
+        pytest.skip("a libhp is installed on the loader path")
+    proc = _m_hp(**env)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert "cannot load libhp" in proc.stderr
+    if "HP_LIBRARY" in env:
+        assert "HP_LIBRARY=/nonexistent/libhp.so.1" in proc.stderr
+    else:       # says where it looked
+        assert "loader path" in proc.stderr and "pkg-config" in proc.stderr
+
+
+def test_loader_path_is_tried_without_hp_library():
+    libdir = os.path.dirname(hp.status()["library"])
+    proc = _m_hp(LD_LIBRARY_PATH=libdir)
+    assert proc.returncode == 0, proc.stderr
+    assert "libhp.so.1 on the loader path" in proc.stdout
+
+
+def test_python_m_hp_warns_without_huge_page_backends(tmp_path):
+    proc = _m_hp(HP_LIBRARY=hp.status()["library"], HP_BACKEND_PATH=str(tmp_path),
+                 HP_SYSFS_ROOT="/nonexistent-hp-sysfs-root")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: no huge-page backend is available" in proc.stderr
+    assert f"plugins from (none)" in proc.stdout or str(tmp_path) in proc.stdout
+
+
+def test_large_alloc_without_huge_page_backends_warns_once(tmp_path):
+    proc = run_python(
+        "import warnings, hp\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        "    for _ in range(3):\n"
+        "        hp.alloc(64 << 20).close()\n"
+        "print(len(seen), seen[0].category.__name__ if seen else '-')\n"
+        "print(seen[0].message if seen else '')\n",
+        HP_BACKEND_PATH=str(tmp_path), HP_SYSFS_ROOT="/nonexistent-hp-sysfs-root")
+    assert proc.returncode == 0, proc.stderr
+    count, category = proc.stdout.split("\n", 1)[0].split()
+    assert (count, category) == ("1", "NoHugePagesWarning")
+    assert "no huge-page backend is available" in proc.stdout

@@ -26,7 +26,7 @@ def workload(seed, steps=1500):
             size = rng.choice([1, 4095, 4096, 65536, 1 << 20, 3 << 20])
             b = hp.alloc(size, backend=rng.choice(["fallback", None]))
             tag = rng.randrange(1, 256)
-            with memoryview(b) as v:
+            with b.buf as v:
                 v[0] = tag
             blocks.append([b, [], tag])
             continue
@@ -40,15 +40,23 @@ def workload(seed, steps=1500):
                 except hp.ClosedError:
                     pass
             try:
-                memoryview(b)
+                b.buf
                 raise AssertionError("closed block exported")
             except ValueError:
                 pass
             blocks.remove(entry)
         elif op == "v":
-            views.append(memoryview(b)[0:rng.randint(1, len(b))])
+            views.append(b.buf[0:rng.randint(1, len(b))])
         elif op == "n" and np is not None:
-            views.append(np.frombuffer(b, dtype=np.uint8))
+            if rng.random() < 0.5:
+                views.append(np.frombuffer(b.buf, dtype=np.uint8))
+            else:
+                views.append(np.ndarray((len(b),), np.uint8, buffer=b.buf))
+            try:
+                np.ndarray((len(b),), np.uint8, buffer=b)
+                raise AssertionError("the Block itself exported a buffer")
+            except TypeError:
+                pass
         elif op == "x" and views:
             v = views.pop(rng.randrange(len(views)))
             if isinstance(v, memoryview):
@@ -63,7 +71,7 @@ def workload(seed, steps=1500):
             except BufferError:
                 assert views, "BufferError without views"
             if not b.closed:
-                with memoryview(b) as v:
+                with b.buf as v:
                     assert v[0] == tag, "contents lost"
         elif op == "d":
             blocks.remove(entry)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python bindings (bindings/python): pytest under Debian's /usr/bin/python3
 # (apt python3-cffi, python3-pytest, python3-numpy) against the library and
-# plugins in ./build. HP_TEST_STRICT=1 makes a missing numpy, C compiler or
+# plugins in ./build, with build/bindings/python (the _hp_numpy extension
+# meson builds) on PYTHONPATH. HP_TEST_STRICT=1 makes a missing numpy, C compiler or
 # venv a failure instead of a skip; HP_TEST_PIP_INSTALL=1 adds the offline
 # `pip install` check in a throwaway venv.
 # Appends one line "PASSED FAILED" to $HP_RESULTS (from pytest's JUnit XML);
@@ -21,7 +22,7 @@ trap 'rm -f "$junit"' EXIT
 
 HP_LIBRARY=$root/build/lib/libhp.so.1 \
 HP_BACKEND_PATH=$root/build/backends \
-PYTHONPATH=$root/bindings/python \
+PYTHONPATH=$root/bindings/python:$root/build/bindings/python \
 HP_TEST_STRICT=1 HP_TEST_PIP_INSTALL=1 PYTHONDONTWRITEBYTECODE=1 \
   "$python" -m pytest -q -p no:cacheprovider --junitxml="$junit" bindings/python/tests
 rc=$?
