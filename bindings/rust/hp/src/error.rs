@@ -46,7 +46,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    fn from_code(code: i32) -> ErrorKind {
+    pub(crate) fn from_code(code: i32) -> ErrorKind {
         match code {
             sys::HP_EINVAL => ErrorKind::InvalidArgument,
             sys::HP_ENOMEM => ErrorKind::OutOfMemory,

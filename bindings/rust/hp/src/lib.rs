@@ -28,6 +28,70 @@
 //! Threading: every libhp function is thread-safe, and a block may be freed
 //! by another thread, so [`Block`] is `Send + Sync`. The raw API is
 //! re-exported as [`sys`].
+//!
+//! # Soundness
+//!
+//! Miri cannot run this crate (it calls C), so soundness is argued here and
+//! the type-level parts are tested with `compile_fail` examples (run by
+//! `cargo test` as doc tests):
+//!
+//! - **Every byte safe code can read is initialised.** [`Block`] derefs to
+//!   `[u8]` and is only made without `HP_F_NOZERO` (libhp zero-fills the
+//!   block and whatever `hp_realloc` adds past its usable size);
+//!   [`AllocOptions::flags`] refuses the bit. Memory that need not be
+//!   zeroed is an [`UninitBlock`], which derefs to `[MaybeUninit<u8>]`, and
+//!   becomes a `Block` by [`UninitBlock::fill`] or the `unsafe`
+//!   [`UninitBlock::assume_init`]; such a `Block` zeroes bytes past its
+//!   written prefix before a growing resize exposes them.
+//! - **No use after free or resize.** Slices borrow the block, and
+//!   `resize`, `free` and drop need it by value or `&mut`:
+//!
+//!   ```compile_fail,E0502
+//!   let mut b = hp::alloc(4096)?;
+//!   let s: &[u8] = &b;
+//!   b.resize(1 << 20)?; // error: `b` is borrowed by `s`
+//!   println!("{}", s[0]);
+//!   # Ok::<(), hp::Error>(())
+//!   ```
+//!
+//!   ```compile_fail,E0505
+//!   let b = hp::alloc(4096)?;
+//!   let s: &[u8] = &b;
+//!   drop(b); // error: `b` is borrowed by `s`
+//!   println!("{}", s[0]);
+//!   # Ok::<(), hp::Error>(())
+//!   ```
+//! - **Threads.** `Block`, `UninitBlock` and [`Stack`] are
+//!   `Send + Sync` (libhp is thread-safe and a block may be freed by any
+//!   thread). A [`StackThread`] carries its closure's result to `join`, so
+//!   spawning needs `Send + 'static`:
+//!
+//!   ```compile_fail,E0277
+//!   let rc = std::rc::Rc::new(1);
+//!   let t = hp::StackOptions::new().spawn(1 << 20, move || *rc)?;
+//!   # Ok::<(), hp::Error>(())
+//!   ```
+//!
+//!   and a `StackThread` must be joined or deliberately dropped (it detaches):
+//!
+//!   ```compile_fail
+//!   #![deny(unused_must_use)]
+//!   hp::StackOptions::new().spawn(1 << 20, || ())?;
+//!   # Ok::<(), hp::Error>(())
+//!   ```
+//! - **Raw pointers stay raw.** [`block_info`] takes any pointer and libhp
+//!   only looks it up. [`Stack::base`] is a raw pointer: using a stack's
+//!   memory is up to the caller's `unsafe` code.
+//! - **The global allocator** ([`HpAlloc`]) hands out page-aligned libhp
+//!   blocks or `System` memory for the same layout, and finds the owner of a
+//!   pointer through libhp's registry (see its documentation); it never
+//!   calls the global allocator itself.
+//! - Every `unsafe` block carries a `// SAFETY:` comment
+//!   (`clippy::undocumented_unsafe_blocks` is denied), and
+//!   `unsafe_op_in_unsafe_fn` is denied.
+
+#![deny(unsafe_op_in_unsafe_fn, missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod backend;
 mod block;
@@ -36,9 +100,12 @@ mod global;
 mod stack;
 
 pub use backend::{backends, reprobe, BackendInfo, BackendKind};
-pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo};
+pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo, UninitBlock};
 pub use error::{Error, ErrorKind, Result};
-pub use global::{HpAlloc, DEFAULT_THRESHOLD, MAX_ALIGN};
+pub use global::{
+    fallback_count, set_fallback_hook, Fallback, FallbackHook, HpAlloc, DEFAULT_THRESHOLD,
+    MAX_ALIGN, MIN_THRESHOLD,
+};
 pub use hp_sys as sys;
 pub use stack::{
     configure_stack_cache, stack_cache_stats, trim_stack_cache, Stack, StackCacheConfig,

@@ -166,6 +166,7 @@ extern "C" fn trampoline<T>(arg: *mut c_void) -> *mut c_void {
 /// A thread running on a libhp stack, from [`StackOptions::spawn`].
 /// Dropping it without [`join`](StackThread::join) waits for the thread
 /// (a stack cannot be released under a running thread).
+#[must_use = "dropping a StackThread detaches the thread; join it to wait for it"]
 pub struct StackThread<T> {
     raw: NonNull<sys::hp_stack>,
     job: *mut Job<T>,

@@ -240,3 +240,54 @@ fn version_matches_the_headers() {
     assert_eq!(hp::version_string(), v.to_string());
     assert_eq!(Version::from_number(v.number()), v);
 }
+
+#[test]
+fn nozero_is_refused_by_the_safe_flags() {
+    // A Block derefs to [u8]: HP_F_NOZERO would let safe code read another
+    // allocation's leftover bytes.
+    let e = AllocOptions::new()
+        .flags(hp::sys::HP_F_NOZERO)
+        .alloc(8 * MIB)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Flags, "{e}");
+    assert!(e.detail().contains("alloc_uninit"), "{e}");
+}
+
+#[test]
+fn uninit_blocks_become_blocks_only_when_written() {
+    // Leave 0x41 in freed huge pages, as the cache may hand them back.
+    for _ in 0..4 {
+        let mut old = hp::alloc(8 * MIB).unwrap();
+        old.fill(0x41);
+    }
+    let u = AllocOptions::new().alloc_uninit(8 * MIB).unwrap();
+    assert_eq!(u.len(), 8 * MIB);
+    assert_ne!(u.info().unwrap().flags & hp::sys::HP_F_NOZERO, 0);
+    let b = u.fill(7);
+    assert!(b.iter().all(|&x| x == 7));
+    assert_eq!(b.flags() & hp::sys::HP_F_NOZERO, 0);
+
+    // Written prefix only, then grow: what follows must read as zero.
+    let mut u = AllocOptions::new().alloc_uninit(8 * MIB).unwrap();
+    u.resize(5000).unwrap();
+    for x in u.iter_mut() {
+        x.write(9);
+    }
+    // SAFETY: all 5000 bytes were written just above.
+    let mut b = unsafe { u.assume_init() };
+    b.resize(8 * MIB).unwrap();
+    assert!(b[..5000].iter().all(|&x| x == 9));
+    if let Some(i) = b[5000..].iter().position(|&x| x != 0) {
+        panic!("byte {} after the written prefix is {:#x}", 5000 + i, b[5000 + i]);
+    }
+}
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Block>();
+    send_sync::<hp::UninitBlock>();
+    send_sync::<hp::Stack>();
+    send_sync::<hp::StackThread<u32>>();
+    send_sync::<hp::Error>();
+}
