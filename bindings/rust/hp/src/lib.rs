@@ -97,6 +97,7 @@ mod backend;
 mod block;
 mod error;
 mod global;
+mod overflow;
 mod stack;
 
 pub use backend::{backends, reprobe, BackendInfo, BackendKind};
@@ -111,6 +112,8 @@ pub use stack::{
     configure_stack_cache, stack_cache_stats, trim_stack_cache, Stack, StackCacheConfig,
     StackCacheStats, StackInfo, StackMode, StackOptions, StackThread,
 };
+#[doc(hidden)]
+pub use stack::reaped_stack_threads;
 
 use std::fmt;
 
