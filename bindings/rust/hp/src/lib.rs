@@ -19,6 +19,9 @@
 //!   `[u8]`; [`Block::resize`], [`Block::info`]; dropping it frees it.
 //! - [`HpAlloc`] is a `#[global_allocator]` that sends large allocations
 //!   (e.g. a growing `Vec`) to libhp and the rest to `System`.
+//! - [`HugeVec<T>`](HugeVec) is a growable huge-page array of plain old
+//!   data ([`Pod`]: numbers and arrays of them), with no global allocator
+//!   and no `unsafe` in user code.
 //! - [`Stack`] / [`StackOptions`] make lean or huge thread and coroutine
 //!   stacks; [`StackOptions::spawn`] runs a closure on a thread on one.
 //! - [`backends`] lists what libhp found ([`reprobe`] refreshes it);
@@ -42,7 +45,10 @@
 //!   zeroed is an [`UninitBlock`], which derefs to `[MaybeUninit<u8>]`, and
 //!   becomes a `Block` by [`UninitBlock::fill`] or the `unsafe`
 //!   [`UninitBlock::assume_init`]; such a `Block` zeroes bytes past its
-//!   written prefix before a growing resize exposes them.
+//!   written prefix before a growing resize exposes them. [`HugeVec`] only
+//!   exposes its first `len` elements, each written by a push, a copy or a
+//!   fill, or zero-filled by libhp (all-zero bytes are a valid [`Pod`]:
+//!   a sealed trait of the primitive numbers and arrays of them).
 //! - **No use after free or resize.** Slices borrow the block, and
 //!   `resize`, `free` and drop need it by value or `&mut`:
 //!
@@ -61,7 +67,7 @@
 //!   println!("{}", s[0]);
 //!   # Ok::<(), hp::Error>(())
 //!   ```
-//! - **Threads.** `Block`, `UninitBlock` and [`Stack`] are
+//! - **Threads.** `Block`, `UninitBlock`, `HugeVec<T>` and [`Stack`] are
 //!   `Send + Sync` (libhp is thread-safe and a block may be freed by any
 //!   thread). A [`StackThread`] carries its closure's result to `join`, so
 //!   spawning needs `Send + 'static`:
@@ -99,6 +105,7 @@ mod error;
 mod global;
 mod overflow;
 mod stack;
+mod vec;
 
 pub use backend::{backends, reprobe, BackendInfo, BackendKind};
 pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo, UninitBlock};
@@ -114,6 +121,7 @@ pub use stack::{
 };
 #[doc(hidden)]
 pub use stack::reaped_stack_threads;
+pub use vec::{HugeVec, Pod};
 
 use std::fmt;
 
