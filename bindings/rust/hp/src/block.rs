@@ -167,6 +167,7 @@ impl AllocOptions {
     }
 
     fn alloc_raw(&self, len: usize, flags: u64) -> Result<RawBlock> {
+        crate::check_loaded_version();
         let backend = self.backend.as_deref().map(c_name).transpose()?;
         for name in &self.exclude {
             if name.contains(',') {

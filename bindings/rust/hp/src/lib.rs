@@ -161,7 +161,8 @@ impl fmt::Display for Version {
     }
 }
 
-/// Version of the libhp actually loaded (`hp_version`).
+/// Version of the libhp actually loaded (`hp_version`); compare with
+/// [`linked_version`].
 ///
 /// ```
 /// assert_eq!(hp::version().major, hp::Version::HEADER.major);
@@ -175,6 +176,73 @@ pub fn version() -> Version {
 pub fn version_string() -> &'static str {
     // SAFETY: thread-safe; returns a static string.
     error::static_str(unsafe { sys::hp_version_string() })
+}
+
+/// Version of the libhp this program was built against (what pkg-config
+/// reported to `hp-sys`'s build script).
+///
+/// ```
+/// assert_eq!(hp::linked_version().major, 1);
+/// ```
+pub fn linked_version() -> Version {
+    let mut n = env!("HP_LINKED_VERSION")
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    Version {
+        major: n.next().unwrap_or(0),
+        minor: n.next().unwrap_or(0),
+        patch: n.next().unwrap_or(0),
+    }
+}
+
+/// The file the dynamic loader loaded libhp from (`dladdr` of
+/// `hp_version`), e.g. `/usr/local/lib/x86_64-linux-gnu/libhp.so.1` or a
+/// build tree's `build/lib/libhp.so.1`; `None` if the loader cannot say.
+pub fn library_path() -> Option<std::path::PathBuf> {
+    #[repr(C)]
+    struct DlInfo {
+        dli_fname: *const std::ffi::c_char,
+        dli_fbase: *mut std::ffi::c_void,
+        dli_sname: *const std::ffi::c_char,
+        dli_saddr: *mut std::ffi::c_void,
+    }
+    extern "C" {
+        fn dladdr(addr: *const std::ffi::c_void, info: *mut DlInfo) -> std::ffi::c_int;
+    }
+    let mut info = DlInfo {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    let f: unsafe extern "C" fn() -> u32 = sys::hp_version;
+    // SAFETY: info is a valid out-parameter; the address is only looked up.
+    if unsafe { dladdr(f as *const std::ffi::c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr gives a NUL-terminated path that lives as long as the
+    // library stays loaded (libhp is never unloaded); copied at once.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    use std::os::unix::ffi::OsStrExt;
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
+}
+
+/// Warn once on stderr when the libhp loaded at run time is not the version
+/// this program was built against (another libhp.so.1 found first by the
+/// dynamic loader, e.g. an installed one instead of a build tree's).
+/// Called by the entry points that allocate (not by [`HpAlloc`]).
+pub(crate) fn check_loaded_version() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let (loaded, linked) = (version(), linked_version());
+        if loaded != linked {
+            let path = library_path().map_or_else(|| "?".into(), |p| p.display().to_string());
+            eprintln!(
+                "hp: warning: libhp {loaded} was loaded from {path}, but this program was built \
+                 against libhp {linked}; set an rpath or LD_LIBRARY_PATH to run the intended one"
+            );
+        }
+    });
 }
 
 #[cfg(test)]

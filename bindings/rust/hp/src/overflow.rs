@@ -1,6 +1,6 @@
 //! A std-like report when a thread overflows its libhp stack.
 //!
-//! std prints "thread '<name>' has overflowed its stack" and aborts when one
+//! std prints `thread '<name>' has overflowed its stack` and aborts when one
 //! of *its* threads runs into its guard page, but a thread started by
 //! `hp_stack_thread_create` is foreign to std: without this module the fault
 //! kills the process with a bare SIGSEGV (and there is no alternate signal

@@ -99,6 +99,7 @@ impl StackOptions {
 
     /// Make a stack of at least `size` usable bytes (`hp_stack_create_ex`).
     pub fn create(&self, size: usize) -> Result<Stack> {
+        crate::check_loaded_version();
         let opts = self.raw();
         // SAFETY: opts is a valid, sized options struct.
         let s = unsafe { sys::hp_stack_create_ex(size, &opts) };
@@ -111,7 +112,7 @@ impl StackOptions {
     /// `size` bytes (`hp_stack_thread_create`); `size` must leave room for
     /// the thread's TLS. A panic in `f` is caught and returned by
     /// [`StackThread::join`]. Like `std::thread`, a thread that runs into
-    /// its guard prints "thread '<name>' has overflowed its stack" and
+    /// its guard prints `thread '<name>' has overflowed its stack` and
     /// aborts the process (SIGABRT) instead of dying of a bare SIGSEGV.
     ///
     /// # Errors
@@ -125,6 +126,7 @@ impl StackOptions {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        crate::check_loaded_version();
         let opts = self.raw();
         let packet = Arc::new(Packet {
             state: AtomicU8::new(RUNNING),

@@ -132,6 +132,7 @@ impl<T: Pod> HugeVec<T> {
         if len == 0 {
             return Ok(v);
         }
+        crate::check_loaded_version();
         let bytes = Self::bytes(len)?;
         // SAFETY: any size and flags are valid input; 0 asks for zeroed memory.
         let p = unsafe { sys::hp_alloc(bytes, 0) } as *mut T;
@@ -195,6 +196,7 @@ impl<T: Pod> HugeVec<T> {
     /// `hp_realloc` of the block (page tables move, bytes do not).
     fn set_capacity(&mut self, cap: usize) -> Result<()> {
         debug_assert!(cap >= self.len && cap > 0);
+        crate::check_loaded_version();
         let bytes = Self::bytes(cap)?;
         // New bytes past len need no zeroing: nothing reads them before a
         // push or copy writes them.

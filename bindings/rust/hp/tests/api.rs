@@ -291,3 +291,72 @@ fn handles_are_send_and_sync() {
     send_sync::<hp::StackThread<u32>>();
     send_sync::<hp::Error>();
 }
+
+#[test]
+fn the_library_loaded_is_the_one_linked() {
+    let path = hp::library_path().expect("dladdr names the file of hp_version");
+    assert!(
+        path.file_name().unwrap().to_string_lossy().starts_with("libhp.so"),
+        "{}",
+        path.display()
+    );
+    // This package's binaries carry an rpath to the directory pkg-config
+    // gave at build time: that libhp, not another one, must be running.
+    if let Some(dir) = option_env!("HP_TEST_LIBDIR") {
+        let dir = std::fs::canonicalize(dir).unwrap();
+        let loaded = std::fs::canonicalize(&path).unwrap();
+        assert!(
+            loaded.starts_with(&dir),
+            "loaded {} instead of the one in {}",
+            loaded.display(),
+            dir.display()
+        );
+    }
+    assert_eq!(hp::version(), hp::linked_version());
+}
+
+#[test]
+#[ignore = "run by a_different_loaded_version_is_reported"]
+fn child_allocates_with_a_fake_hp_version() {
+    let b = hp::alloc(4096).unwrap();
+    drop(b);
+    drop(hp::alloc(4096).unwrap());
+    println!("CHILD loaded {}", hp::version());
+}
+
+#[test]
+fn a_different_loaded_version_is_reported() {
+    // An LD_PRELOADed hp_version() stands in for another libhp.so.1.
+    let dir = std::env::temp_dir().join(format!("hp-ver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("v.c");
+    std::fs::write(&src, "unsigned hp_version(void) { return 10907; }\n").unwrap();
+    let so = dir.join("libfakever.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = std::process::Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "child_allocates_with_a_fake_hp_version", "--nocapture"])
+        .env("LD_PRELOAD", &so)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("CHILD loaded 1.9.7"), "{stdout}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("libhp 1.9.7") && warnings[0].contains(&hp::linked_version().to_string()),
+        "{}",
+        warnings[0]
+    );
+}
