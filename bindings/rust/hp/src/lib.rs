@@ -115,12 +115,12 @@ pub use global::{
     MAX_ALIGN, MIN_THRESHOLD,
 };
 pub use hp_sys as sys;
+#[doc(hidden)]
+pub use stack::reaped_stack_threads;
 pub use stack::{
     configure_stack_cache, stack_cache_stats, trim_stack_cache, Stack, StackCacheConfig,
     StackCacheStats, StackInfo, StackMode, StackOptions, StackThread,
 };
-#[doc(hidden)]
-pub use stack::reaped_stack_threads;
 pub use vec::{HugeVec, Pod};
 
 use std::fmt;
@@ -224,7 +224,9 @@ pub fn library_path() -> Option<std::path::PathBuf> {
     // library stays loaded (libhp is never unloaded); copied at once.
     let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
     use std::os::unix::ffi::OsStrExt;
-    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+        name.to_bytes(),
+    )))
 }
 
 /// Warn once on stderr when the libhp loaded at run time is not the version

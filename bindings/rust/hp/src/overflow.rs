@@ -111,7 +111,8 @@ mod imp {
                 }
                 let mut act: SigAction = std::mem::zeroed();
                 sigemptyset(&mut act.sa_mask);
-                act.sa_sigaction = on_segv as extern "C" fn(c_int, *mut SigInfo, *mut c_void) as usize;
+                act.sa_sigaction =
+                    on_segv as extern "C" fn(c_int, *mut SigInfo, *mut c_void) as usize;
                 act.sa_flags = SA_SIGINFO | SA_ONSTACK;
                 sigaction(SIGSEGV, &act, std::ptr::null_mut());
             }

@@ -220,9 +220,10 @@ impl<T: Pod> HugeVec<T> {
     ///
     /// As [`with_capacity`](HugeVec::with_capacity); the vector is unchanged.
     pub fn try_reserve(&mut self, additional: usize) -> Result<()> {
-        let need = self.len.checked_add(additional).ok_or_else(|| {
-            Error::new(sys::HP_ESIZE, "HugeVec: capacity overflows usize")
-        })?;
+        let need = self
+            .len
+            .checked_add(additional)
+            .ok_or_else(|| Error::new(sys::HP_ESIZE, "HugeVec: capacity overflows usize"))?;
         if need <= self.cap {
             return Ok(());
         }
@@ -236,9 +237,10 @@ impl<T: Pod> HugeVec<T> {
     ///
     /// As [`try_reserve`](HugeVec::try_reserve).
     pub fn try_reserve_exact(&mut self, additional: usize) -> Result<()> {
-        let need = self.len.checked_add(additional).ok_or_else(|| {
-            Error::new(sys::HP_ESIZE, "HugeVec: capacity overflows usize")
-        })?;
+        let need = self
+            .len
+            .checked_add(additional)
+            .ok_or_else(|| Error::new(sys::HP_ESIZE, "HugeVec: capacity overflows usize"))?;
         if need <= self.cap || need == 0 {
             return Ok(());
         }

@@ -278,7 +278,11 @@ fn uninit_blocks_become_blocks_only_when_written() {
     b.resize(8 * MIB).unwrap();
     assert!(b[..5000].iter().all(|&x| x == 9));
     if let Some(i) = b[5000..].iter().position(|&x| x != 0) {
-        panic!("byte {} after the written prefix is {:#x}", 5000 + i, b[5000 + i]);
+        panic!(
+            "byte {} after the written prefix is {:#x}",
+            5000 + i,
+            b[5000 + i]
+        );
     }
 }
 
@@ -296,7 +300,10 @@ fn handles_are_send_and_sync() {
 fn the_library_loaded_is_the_one_linked() {
     let path = hp::library_path().expect("dladdr names the file of hp_version");
     assert!(
-        path.file_name().unwrap().to_string_lossy().starts_with("libhp.so"),
+        path.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("libhp.so"),
         "{}",
         path.display()
     );
@@ -341,7 +348,12 @@ fn a_different_loaded_version_is_reported() {
         .unwrap();
     assert!(st.success());
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_allocates_with_a_fake_hp_version", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "child_allocates_with_a_fake_hp_version",
+            "--nocapture",
+        ])
         .env("LD_PRELOAD", &so)
         .output()
         .unwrap();
@@ -355,7 +367,8 @@ fn a_different_loaded_version_is_reported() {
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(
-        warnings[0].contains("libhp 1.9.7") && warnings[0].contains(&hp::linked_version().to_string()),
+        warnings[0].contains("libhp 1.9.7")
+            && warnings[0].contains(&hp::linked_version().to_string()),
         "{}",
         warnings[0]
     );

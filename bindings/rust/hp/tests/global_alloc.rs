@@ -176,7 +176,9 @@ fn custom_threshold() {
     const T: usize = 4 << 20;
     static BIG: HpAlloc<T> = HpAlloc::new();
     assert_eq!(HpAlloc::<T>::THRESHOLD, T);
-    assert!(HpAlloc::<T>::uses_libhp(Layout::from_size_align(T, 8).unwrap()));
+    assert!(HpAlloc::<T>::uses_libhp(
+        Layout::from_size_align(T, 8).unwrap()
+    ));
     assert!(!HpAlloc::<T>::uses_libhp(
         Layout::from_size_align(T - 1, 8).unwrap()
     ));
@@ -208,7 +210,13 @@ fn many_small_boxes_never_reach_libhp() {
 /// `name`; returns (stdout, stderr, status).
 fn run_child(name: &str, env: &[(&str, &str)]) -> (String, String, std::process::ExitStatus) {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--ignored", "--exact", name, "--nocapture", "--test-threads=1"]);
+    cmd.args([
+        "--ignored",
+        "--exact",
+        name,
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -277,7 +285,10 @@ fn a_bad_environment_falls_back_to_system_with_one_line() {
     assert!(err.trim().is_empty(), "stderr: {err}");
     let hooked: Vec<&str> = out.lines().filter(|l| l.starts_with("HOOK ")).collect();
     assert_eq!(hooked.len(), 1, "{out}");
-    assert!(hooked[0].starts_with("HOOK HP_EENV ") && hooked[0].contains("HP_BACKENDS"), "{out}");
+    assert!(
+        hooked[0].starts_with("HOOK HP_EENV ") && hooked[0].contains("HP_BACKENDS"),
+        "{out}"
+    );
 }
 
 #[test]

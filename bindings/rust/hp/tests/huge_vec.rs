@@ -24,7 +24,11 @@ fn push_grows_through_hp_realloc_and_keeps_every_element() {
     assert!(caps.len() >= 10, "{caps:?}");
     assert!(caps.windows(2).all(|w| w[1] >= 2 * w[0]), "{caps:?}");
     for (i, &x) in v.iter().enumerate() {
-        assert_eq!(x, (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15), "element {i}");
+        assert_eq!(
+            x,
+            (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            "element {i}"
+        );
     }
     let info = v.info().unwrap();
     assert_eq!(info.flags & hp::sys::HP_F_NOZERO, hp::sys::HP_F_NOZERO);
@@ -34,7 +38,10 @@ fn push_grows_through_hp_realloc_and_keeps_every_element() {
     if info.page_size > 4096 {
         assert!(info.huge_bytes >= (n * 8 / 2) as u64, "{info:?}");
     }
-    assert_eq!(v.pop(), Some(((n - 1) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+    assert_eq!(
+        v.pop(),
+        Some(((n - 1) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    );
     v.truncate(10);
     v.shrink_to_fit().unwrap();
     assert_eq!(v.capacity(), 10);
@@ -83,7 +90,10 @@ fn absurd_sizes_are_errors_not_aborts() {
     let e = HugeVec::<u64>::with_capacity(usize::MAX / 4).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Size, "{e}");
     let e = HugeVec::<u8>::zeroed(1 << 62).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::Size | ErrorKind::OutOfMemory), "{e}");
+    assert!(
+        matches!(e.kind(), ErrorKind::Size | ErrorKind::OutOfMemory),
+        "{e}"
+    );
     let mut v: HugeVec<u8> = HugeVec::from_slice(b"kept").unwrap();
     assert!(v.try_reserve(1 << 62).is_err());
     assert_eq!(&v[..], b"kept");

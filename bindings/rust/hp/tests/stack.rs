@@ -148,7 +148,10 @@ fn dropping_a_stack_thread_detaches_it_like_std() {
         .guard_size(68 << 10)
         .create(2 * MIB + (68 << 10))
         .unwrap();
-    assert!(again.info().unwrap().from_cache, "the stack was not released");
+    assert!(
+        again.info().unwrap().from_cache,
+        "the stack was not released"
+    );
 
     // Dropping the handle on its own thread: no panic, stack released later.
     let before = hp::reaped_stack_threads();
@@ -198,49 +201,79 @@ fn dropping_a_stack_thread_detaches_it_like_std() {
     wait_reaped(before, 1);
 }
 
-/// Child of `overflow_prints_a_message_and_aborts`.
+fn deep(n: u64) -> u64 {
+    let pad = std::hint::black_box([n as u8; 1024]);
+    if n == 0 {
+        return pad[0] as u64;
+    }
+    deep(n - 1) + std::hint::black_box(pad[7]) as u64
+}
+
+/// Child of `overflow_prints_a_message_and_aborts`: overflows a thread on a
+/// lean stack, on a huge one (HP_TEST_STACK=huge), or, after an hp thread
+/// installed the handler, a std thread (HP_TEST_STACK=std: std's own
+/// report must still work through the chained handler).
 #[test]
 #[ignore = "run by overflow_prints_a_message_and_aborts"]
-fn child_overflows_an_hp_stack() {
-    fn deep(n: u64) -> u64 {
-        let pad = std::hint::black_box([n as u8; 1024]);
-        if n == 0 {
-            return pad[0] as u64;
-        }
-        deep(n - 1) + std::hint::black_box(pad[7]) as u64
+fn child_overflows_a_stack() {
+    let mode = std::env::var("HP_TEST_STACK").unwrap_or_default();
+    if mode == "std" {
+        StackOptions::new()
+            .spawn(MIB, || ())
+            .unwrap()
+            .join()
+            .unwrap();
+        let t = std::thread::Builder::new()
+            .name("std-deep".into())
+            .stack_size(MIB)
+            .spawn(|| deep(u64::MAX))
+            .unwrap();
+        let _ = t.join();
+    } else {
+        let t = StackOptions::new()
+            .huge(mode == "huge")
+            .allow_lean(mode == "huge")
+            .name("deep-recursion")
+            .spawn(4 * MIB, || deep(u64::MAX))
+            .unwrap();
+        let _ = t.join();
     }
-    let t = StackOptions::new()
-        .name("deep-recursion")
-        .spawn(MIB, || deep(u64::MAX))
-        .unwrap();
-    let _ = t.join();
     println!("NOT REACHED");
 }
 
 #[test]
 fn overflow_prints_a_message_and_aborts() {
     use std::os::unix::process::ExitStatusExt;
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "child_overflows_an_hp_stack",
-            "--nocapture",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.signal(),
-        Some(6),
-        "expected SIGABRT, got {}; stderr:\n{err}",
-        out.status
-    );
-    assert!(
-        err.contains("thread 'deep-recursion' has overflowed its stack"),
-        "stderr:\n{err}"
-    );
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("NOT REACHED"));
+    for (mode, thread) in [
+        ("lean", "deep-recursion"),
+        ("huge", "deep-recursion"),
+        ("std", "std-deep"),
+    ] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "child_overflows_a_stack",
+                "--nocapture",
+            ])
+            .env("HP_TEST_STACK", mode)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(6),
+            "{mode}: expected SIGABRT, got {}; stderr:\n{err}",
+            out.status
+        );
+        assert!(
+            // std >= 1.89 puts the thread id after the name.
+            err.contains(&format!("thread '{thread}'")) && err.contains("has overflowed its stack"),
+            "{mode}: stderr:\n{err}"
+        );
+        assert_eq!(err.contains("libhp stack"), mode != "std", "{mode}: {err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("NOT REACHED"));
+    }
 }
 
 /// A fault that is not in the guard keeps its default action (SIGSEGV).
