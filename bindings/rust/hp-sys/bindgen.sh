@@ -5,8 +5,9 @@
 #   bindgen.sh            rewrite src/bindings.rs
 #   bindgen.sh --check    exit 0 if src/bindings.rs is up to date, 1 if it
 #                         drifted (prints the diff), 2 if the check cannot run
-#                         (no bindgen, or a bindgen version other than the one
-#                         that made the committed file: its output differs)
+#                         (no bindgen or rustfmt, or a bindgen version other
+#                         than the one that made the committed file: its
+#                         output differs)
 #
 # HP_INCLUDE_DIR overrides the header directory (default: the source tree's
 # include/). The bindgen version is pinned by the committed file's first line.
@@ -23,6 +24,11 @@ esac
 
 if ! command -v bindgen >/dev/null 2>&1; then
   echo "bindgen.sh: bindgen not found (Debian: apt-get install bindgen)" >&2
+  exit 2
+fi
+# bindgen formats its output with rustfmt; without it the text differs.
+if ! command -v rustfmt >/dev/null 2>&1; then
+  echo "bindgen.sh: rustfmt not found (Debian: apt-get install rustfmt-web); cannot compare" >&2
   exit 2
 fi
 have=$(bindgen --version | awk '{print $2}')

@@ -40,6 +40,7 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=build.rs");
 
+    check_version();
     let flags = pkg_config(&["--libs", "--cflags"]).unwrap_or_else(|e| {
         panic!(
             "\n\nhp-sys: cannot find libhp through pkg-config.\n  {e}\n\
@@ -93,7 +94,28 @@ fn main() {
         env::join_paths(&includes).unwrap().to_string_lossy()
     );
     println!("cargo:rustc-env=HP_SYS_CFLAGS={}", cflags.join(" "));
-    if let Ok(v) = pkg_config(&["--modversion"]) {
-        println!("cargo:version={v}");
+}
+
+/// libhp 1.x: at least 1.0 (the ABI these bindings declare, node HP_1.0)
+/// and below 2 (a new SONAME, libhp.so.2, may change anything).
+fn check_version() {
+    let found = pkg_config(&["--modversion"]).unwrap_or_else(|e| {
+        panic!(
+            "\n\nhp-sys: cannot find libhp through pkg-config.\n  {e}\n\
+             Either install libhp (meson install -C build), or point pkg-config at an\n\
+             uninstalled build: PKG_CONFIG_PATH=/path/to/libhp/build/meson-uninstalled\n\n"
+        )
+    });
+    let mut parts = found.split('.').map(|p| p.parse::<u32>().ok());
+    let (major, minor) = (parts.next().flatten(), parts.next().flatten());
+    let ok = matches!((major, minor), (Some(1), Some(_)));
+    if !ok {
+        let pc = pkg_config(&["--path"]).unwrap_or_else(|_| "?".to_string());
+        panic!(
+            "\n\nhp-sys: needs libhp >= 1.0 and < 2, but pkg-config found libhp {found} ({pc}).\n\
+             Point PKG_CONFIG_PATH at a libhp 1.x build or installation.\n\n"
+        );
     }
+    // DEP_HP_VERSION for dependents: the version linked against.
+    println!("cargo:version={found}");
 }

@@ -1,4 +1,4 @@
-//! The realloc-growth loop of issue 4, in Rust:
+//! The realloc-growth loop of bench/realloc (the C benchmark), in Rust:
 //!
 //! ```text
 //! ptr = NULL; old = 0

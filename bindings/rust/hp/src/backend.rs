@@ -60,6 +60,7 @@ pub struct BackendInfo {
 /// Every backend libhp found: the built-in fallback, each plugin that
 /// loaded and each plugin it rejected. Pool figures are read now.
 pub fn backends() -> Result<Vec<BackendInfo>> {
+    crate::check_loaded_version();
     // SAFETY: thread-safe, no arguments.
     let n = unsafe { sys::hp_backend_count() };
     if n < 0 {

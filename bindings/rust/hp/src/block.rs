@@ -2,6 +2,7 @@
 
 use std::ffi::{c_char, c_void, CString};
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
@@ -71,6 +72,13 @@ impl AllocOptions {
 
     /// OR raw `HP_F_*` bits into the request (libhp rejects unknown bits
     /// with [`ErrorKind::Flags`](crate::ErrorKind::Flags)).
+    ///
+    /// `HP_F_NOZERO` is refused here: a [`Block`] derefs to `[u8]`, and
+    /// reading bytes left over from another allocation as `u8` is undefined
+    /// behaviour in Rust. [`alloc`](AllocOptions::alloc) then fails with
+    /// [`ErrorKind::Flags`](crate::ErrorKind::Flags); use
+    /// [`alloc_uninit`](AllocOptions::alloc_uninit) for memory that need not
+    /// be zeroed.
     pub fn flags(mut self, raw: u64) -> AllocOptions {
         self.flags |= raw;
         self
@@ -86,11 +94,16 @@ impl AllocOptions {
     }
 
     /// The `HP_F_*` flags this request passes to libhp.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Flags`](crate::ErrorKind::Flags) if the page size is not
+    /// a power of two of at least 4096 bytes.
     pub fn raw_flags(&self) -> Result<u64> {
         if self.page_size == 0 {
             return Ok(self.flags);
         }
-        // SAFETY: pure function, thread-safe.
+        // SAFETY: a pure function of its argument, thread-safe.
         let bits = unsafe { sys::hp_page_size_flag(self.page_size) };
         if bits == 0 {
             return Err(Error::new(
@@ -106,8 +119,55 @@ impl AllocOptions {
 
     /// Allocate a zero-filled block of `len` bytes (rounded up to whole
     /// pages by libhp; the block derefs to exactly `len` bytes).
+    ///
+    /// # Errors
+    ///
+    /// What `hp_alloc_ex` reports ([`ErrorKind::Size`](crate::ErrorKind::Size)
+    /// for 0, [`NoHugePages`](crate::ErrorKind::NoHugePages) with
+    /// `require_huge`, [`NoBackend`](crate::ErrorKind::NoBackend),
+    /// [`Environment`](crate::ErrorKind::Environment) for a bad `HP_*`
+    /// variable, ...), [`Flags`](crate::ErrorKind::Flags) for `HP_F_NOZERO`
+    /// or a bad page size, [`InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// for a backend name with a NUL byte or a `,`.
     pub fn alloc(&self, len: usize) -> Result<Block> {
-        let flags = self.raw_flags()?;
+        if self.flags & sys::HP_F_NOZERO != 0 {
+            return Err(Error::new(
+                sys::HP_EFLAGS,
+                "HP_F_NOZERO would let safe code read another allocation's bytes; \
+                 use AllocOptions::alloc_uninit, which gives MaybeUninit<u8>",
+            ));
+        }
+        let raw = self.alloc_raw(len, self.raw_flags()?)?;
+        Ok(Block {
+            raw,
+            init_len: usize::MAX,
+        })
+    }
+
+    /// Allocate a block of `len` bytes whose contents may be left over from
+    /// earlier use (`HP_F_NOZERO`): libhp can then hand out recycled huge
+    /// pages without clearing them. The bytes are `MaybeUninit<u8>` until
+    /// written; [`UninitBlock::fill`] or [`UninitBlock::assume_init`] turn
+    /// it into a [`Block`].
+    ///
+    /// ```
+    /// let mut u = hp::AllocOptions::new().alloc_uninit(1 << 20)?;
+    /// u[..4].copy_from_slice(&[std::mem::MaybeUninit::new(7); 4]);
+    /// let b: hp::Block = u.fill(0);  // every byte written: now plain [u8]
+    /// assert_eq!(b[0], 0);
+    /// # Ok::<(), hp::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`alloc`](AllocOptions::alloc).
+    pub fn alloc_uninit(&self, len: usize) -> Result<UninitBlock> {
+        let raw = self.alloc_raw(len, self.raw_flags()? | sys::HP_F_NOZERO)?;
+        Ok(UninitBlock { raw })
+    }
+
+    fn alloc_raw(&self, len: usize, flags: u64) -> Result<RawBlock> {
+        crate::check_loaded_version();
         let backend = self.backend.as_deref().map(c_name).transpose()?;
         for name in &self.exclude {
             if name.contains(',') {
@@ -129,7 +189,7 @@ impl AllocOptions {
         // SAFETY: opts and the strings it points to outlive the call.
         let p = unsafe { sys::hp_alloc_ex(len, &opts) };
         match NonNull::new(p as *mut u8) {
-            Some(ptr) => Ok(Block { ptr, len, flags }),
+            Some(ptr) => Ok(RawBlock { ptr, len, flags }),
             None => Err(Error::last(None)),
         }
     }
@@ -146,71 +206,32 @@ fn c_name(s: &str) -> Result<CString> {
 
 /// Allocate a zero-filled block of `len` bytes with the default options
 /// (libhp picks the best backend and page size on this machine).
+///
+/// # Errors
+///
+/// As [`AllocOptions::alloc`].
 pub fn alloc(len: usize) -> Result<Block> {
     AllocOptions::new().alloc(len)
 }
 
-/// An owned, page-aligned libhp block that derefs to `[u8]`.
-///
-/// Dropping it frees the block (`hp_free`). libhp allows any thread to use,
-/// resize or free a block, and every libhp call is thread-safe, so a `Block`
-/// is `Send`; shared references only read the bytes, so it is `Sync`.
-/// Resizing needs `&mut`, which rules out the one thing C forbids: resizing
-/// and freeing a block concurrently.
-pub struct Block {
+/// The owner of one libhp block: pointer, length, flags; frees on drop.
+/// [`Block`] and [`UninitBlock`] add what may be read through it.
+struct RawBlock {
     ptr: NonNull<u8>,
     len: usize,
     flags: u64,
 }
 
-// SAFETY: see the type's documentation (include/hp/alloc.h: "a block may be
-// freed by a different thread than the one that allocated it").
-unsafe impl Send for Block {}
-// SAFETY: &Block gives only &[u8] and thread-safe queries (hp_info).
-unsafe impl Sync for Block {}
-
-impl Block {
-    /// Length in bytes (what was asked for, not the page-rounded size).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false: libhp blocks hold at least one byte.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Start of the block (page aligned).
-    pub fn as_ptr(&self) -> *const u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// Start of the block, writable.
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// The `HP_F_*` flags the block was allocated (or last resized) with.
-    pub fn flags(&self) -> u64 {
-        self.flags
-    }
-
-    /// Grow or shrink to `new_len` bytes (`hp_realloc`), keeping the first
-    /// `min(old, new)` bytes; the block may move. Like C `realloc`, bytes
-    /// past the old length are unspecified: zero when fresh pages back them,
-    /// but a shrink followed by a grow may bring back what the shrink cut
-    /// off within its last page.
-    /// The allocation flags (page size, require-huge, populate) apply again;
-    /// a backend restriction from [`AllocOptions::backend`] does not.
-    /// On error the block is unchanged and still valid.
-    pub fn resize(&mut self, new_len: usize) -> Result<()> {
+impl RawBlock {
+    fn resize(&mut self, new_len: usize) -> Result<()> {
         if new_len == 0 {
             return Err(Error::new(
                 sys::HP_ESIZE,
                 "resize to 0 bytes: a block holds at least one byte; drop it to free it",
             ));
         }
-        // SAFETY: ptr is a live block we own exclusively (&mut self).
+        // SAFETY: ptr is a live block we own exclusively (&mut self); on
+        // failure hp_realloc leaves it untouched and valid.
         let p = unsafe { sys::hp_realloc(self.ptr.as_ptr() as *mut c_void, new_len, self.flags) };
         match NonNull::new(p as *mut u8) {
             Some(ptr) => {
@@ -222,13 +243,7 @@ impl Block {
         }
     }
 
-    /// What the block really is: backend, page size, huge-page backing now.
-    pub fn info(&self) -> Result<BlockInfo> {
-        block_info(self.as_ptr())
-    }
-
-    /// Free the block now, reporting an error that `drop` would ignore.
-    pub fn free(self) -> Result<()> {
+    fn free(self) -> Result<()> {
         let p = self.ptr.as_ptr();
         std::mem::forget(self);
         // SAFETY: we owned the block and forgot `self`, so nothing frees it again.
@@ -236,26 +251,129 @@ impl Block {
     }
 }
 
-impl Drop for Block {
+impl Drop for RawBlock {
     fn drop(&mut self) {
         // SAFETY: we own the block; hp_free cannot fail for a live block.
         unsafe { sys::hp_free(self.ptr.as_ptr() as *mut c_void) };
     }
 }
 
+/// An owned, page-aligned libhp block that derefs to `[u8]`.
+///
+/// Dropping it frees the block (`hp_free`). libhp allows any thread to use,
+/// resize or free a block, and every libhp call is thread-safe, so a `Block`
+/// is `Send`; shared references only read the bytes, so it is `Sync`.
+/// Resizing needs `&mut`, which rules out the one thing C forbids: resizing
+/// and freeing a block concurrently.
+///
+/// Every byte a `Block` derefs to is initialised: it is allocated without
+/// `HP_F_NOZERO` (libhp zero-fills it, and zero-fills what `hp_realloc`
+/// adds past the old usable size), or it comes from
+/// [`UninitBlock::assume_init`], after which a growing
+/// [`resize`](Block::resize) zeroes the bytes past the written prefix itself.
+pub struct Block {
+    raw: RawBlock,
+    /// Bytes from this offset to the end of the usable size may be
+    /// uninitialised (`usize::MAX`: none). Always `>= raw.len`.
+    init_len: usize,
+}
+
+// SAFETY: see the type's documentation (include/hp/alloc.h: "a block may be
+// freed by a different thread than the one that allocated it").
+unsafe impl Send for Block {}
+// SAFETY: &Block gives only &[u8] and thread-safe queries (hp_info).
+unsafe impl Sync for Block {}
+
+impl Block {
+    /// Length in bytes (what was asked for, not the page-rounded size).
+    pub fn len(&self) -> usize {
+        self.raw.len
+    }
+
+    /// Always false: libhp blocks hold at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.raw.len == 0
+    }
+
+    /// Start of the block (page aligned).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.raw.ptr.as_ptr()
+    }
+
+    /// Start of the block, writable.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.raw.ptr.as_ptr()
+    }
+
+    /// The `HP_F_*` flags the block was allocated (or last resized) with;
+    /// never `HP_F_NOZERO`.
+    pub fn flags(&self) -> u64 {
+        self.raw.flags
+    }
+
+    /// Grow or shrink to `new_len` bytes (`hp_realloc`), keeping the first
+    /// `min(old, new)` bytes; the block may move. Like C `realloc`, bytes
+    /// past the old length are unspecified (but initialised): zero when
+    /// fresh pages back them, but a shrink followed by a grow may bring back
+    /// what the shrink cut off within its last page.
+    /// The allocation flags (page size, require-huge, populate) apply again;
+    /// a backend restriction from [`AllocOptions::backend`] does not.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Size`](crate::ErrorKind::Size) for 0, or what
+    /// `hp_realloc` reports (out of memory, no huge pages with
+    /// `require_huge`). On error the block is unchanged and still valid.
+    pub fn resize(&mut self, new_len: usize) -> Result<()> {
+        self.raw.resize(new_len)?;
+        if new_len > self.init_len {
+            // Bytes [init_len, new_len) may be what HP_F_NOZERO left there
+            // before assume_init: make them zero, as libhp would have.
+            // SAFETY: the block is new_len bytes long and ours (&mut self).
+            unsafe {
+                self.raw
+                    .ptr
+                    .as_ptr()
+                    .add(self.init_len)
+                    .write_bytes(0, new_len - self.init_len)
+            };
+            self.init_len = new_len;
+        }
+        Ok(())
+    }
+
+    /// What the block really is: backend, page size, huge-page backing now.
+    ///
+    /// # Errors
+    ///
+    /// None in practice (libhp knows its own block); the `hp_info` code otherwise.
+    pub fn info(&self) -> Result<BlockInfo> {
+        block_info(self.as_ptr())
+    }
+
+    /// Free the block now, reporting an error that `drop` would ignore.
+    ///
+    /// # Errors
+    ///
+    /// What `hp_free` reports (for a live block: nothing).
+    pub fn free(self) -> Result<()> {
+        self.raw.free()
+    }
+}
+
 impl Deref for Block {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: the block holds at least len initialised bytes (zero-filled,
-        // or left over from earlier use with HP_F_NOZERO), owned by self.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        // SAFETY: the block holds at least len bytes, all initialised (see
+        // the type's documentation: init_len >= len), owned by self.
+        unsafe { std::slice::from_raw_parts(self.raw.ptr.as_ptr(), self.raw.len) }
     }
 }
 
 impl DerefMut for Block {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.raw.ptr.as_ptr(), self.raw.len) }
     }
 }
 
@@ -274,8 +392,132 @@ impl AsMut<[u8]> for Block {
 impl fmt::Debug for Block {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Block")
-            .field("ptr", &self.ptr)
-            .field("len", &self.len)
+            .field("ptr", &self.raw.ptr)
+            .field("len", &self.raw.len)
+            .finish()
+    }
+}
+
+/// A libhp block allocated with `HP_F_NOZERO`
+/// ([`AllocOptions::alloc_uninit`]): its bytes may be left over from
+/// earlier use, so it derefs to `[MaybeUninit<u8>]`, which safe code can
+/// write but not read. [`fill`](UninitBlock::fill) or the `unsafe`
+/// [`assume_init`](UninitBlock::assume_init) make it a [`Block`].
+///
+/// Reading is rejected at compile time:
+///
+/// ```compile_fail,E0308
+/// let u = hp::AllocOptions::new().alloc_uninit(4096)?;
+/// let bytes: &[u8] = &u; // MaybeUninit<u8>, not u8
+/// # Ok::<(), hp::Error>(())
+/// ```
+///
+/// and so is turning it into a `Block` without `unsafe`:
+///
+/// ```compile_fail,E0133
+/// let u = hp::AllocOptions::new().alloc_uninit(4096)?;
+/// let b: hp::Block = u.assume_init();
+/// # Ok::<(), hp::Error>(())
+/// ```
+pub struct UninitBlock {
+    raw: RawBlock,
+}
+
+// SAFETY: as for Block: libhp blocks may be used and freed by any thread.
+unsafe impl Send for UninitBlock {}
+// SAFETY: &UninitBlock gives only &[MaybeUninit<u8>] and hp_info.
+unsafe impl Sync for UninitBlock {}
+
+impl UninitBlock {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.raw.len
+    }
+
+    /// Always false: libhp blocks hold at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.raw.len == 0
+    }
+
+    /// Start of the block (page aligned).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.raw.ptr.as_ptr()
+    }
+
+    /// Start of the block, writable.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.raw.ptr.as_ptr()
+    }
+
+    /// Grow or shrink to `new_len` bytes (`hp_realloc` with `HP_F_NOZERO`);
+    /// the first `min(old, new)` bytes keep what was written to them, new
+    /// bytes are uninitialised.
+    ///
+    /// # Errors
+    ///
+    /// As [`Block::resize`]; on error the block is unchanged.
+    pub fn resize(&mut self, new_len: usize) -> Result<()> {
+        self.raw.resize(new_len)
+    }
+
+    /// What the block really is.
+    ///
+    /// # Errors
+    ///
+    /// As [`Block::info`].
+    pub fn info(&self) -> Result<BlockInfo> {
+        block_info(self.as_ptr())
+    }
+
+    /// Set every byte to `byte` and return the now initialised [`Block`].
+    pub fn fill(mut self, byte: u8) -> Block {
+        // SAFETY: the block is len bytes long and ours (self by value).
+        unsafe { self.as_mut_ptr().write_bytes(byte, self.raw.len) };
+        // SAFETY: every one of the len bytes was just written.
+        unsafe { self.assume_init() }
+    }
+
+    /// Declare the block initialised.
+    ///
+    /// # Safety
+    ///
+    /// Every one of the [`len`](UninitBlock::len) bytes must have been
+    /// written (through the `MaybeUninit` slice or
+    /// [`as_mut_ptr`](UninitBlock::as_mut_ptr)). Bytes past `len` need not
+    /// be: the returned `Block` zeroes them before a
+    /// [`resize`](Block::resize) exposes them (by writing, so such a growth
+    /// faults its new pages in).
+    pub unsafe fn assume_init(self) -> Block {
+        let mut raw = self.raw;
+        raw.flags &= !sys::HP_F_NOZERO;
+        Block {
+            init_len: raw.len,
+            raw,
+        }
+    }
+}
+
+impl Deref for UninitBlock {
+    type Target = [MaybeUninit<u8>];
+    fn deref(&self) -> &[MaybeUninit<u8>] {
+        // SAFETY: len bytes owned by self; MaybeUninit<u8> has no validity
+        // requirement, so uninitialised bytes are fine.
+        unsafe { std::slice::from_raw_parts(self.raw.ptr.as_ptr().cast(), self.raw.len) }
+    }
+}
+
+impl DerefMut for UninitBlock {
+    fn deref_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        // SAFETY: as above, and &mut self makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.raw.ptr.as_ptr().cast(), self.raw.len) }
+    }
+}
+
+impl fmt::Debug for UninitBlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UninitBlock")
+            .field("ptr", &self.raw.ptr)
+            .field("len", &self.raw.len)
             .finish()
     }
 }
@@ -302,9 +544,14 @@ pub struct BlockInfo {
 
 /// Describe the libhp block that starts at `ptr` (`hp_info`), whoever owns
 /// it: a [`Block`], a `Vec` served by [`HpAlloc`](crate::HpAlloc), or C code.
-/// Safe for any pointer: libhp only looks it up and never dereferences it;
-/// anything else gives [`ErrorKind::Foreign`](crate::ErrorKind::Foreign) or
-/// [`ErrorKind::Interior`](crate::ErrorKind::Interior).
+/// Safe for any pointer: libhp only looks it up and never dereferences it.
+///
+/// # Errors
+///
+/// [`ErrorKind::Foreign`](crate::ErrorKind::Foreign) for a pointer libhp
+/// did not return, [`ErrorKind::Interior`](crate::ErrorKind::Interior)
+/// for one inside a block, [`ErrorKind::DoubleFree`](crate::ErrorKind::DoubleFree)
+/// for a block freed already.
 pub fn block_info(ptr: *const u8) -> Result<BlockInfo> {
     let mut info = sys::hp_block_info::init();
     // SAFETY: info is a valid, sized out-parameter; p is only looked up.

@@ -46,7 +46,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    fn from_code(code: i32) -> ErrorKind {
+    pub(crate) fn from_code(code: i32) -> ErrorKind {
         match code {
             sys::HP_EINVAL => ErrorKind::InvalidArgument,
             sys::HP_ENOMEM => ErrorKind::OutOfMemory,
@@ -98,6 +98,7 @@ impl Error {
         // SAFETY: both are thread-safe and take no arguments; the detail
         // string is copied before any other libhp call.
         let code = code.unwrap_or_else(|| unsafe { sys::hp_last_error() });
+        // SAFETY: as above; a NUL-terminated thread-local string.
         let detail = unsafe { CStr::from_ptr(sys::hp_last_error_detail()) };
         let mut detail = detail.to_string_lossy().into_owned();
         if code == sys::HP_OK && detail.is_empty() {

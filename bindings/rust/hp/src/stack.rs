@@ -3,16 +3,19 @@
 //! with a guard below it.
 
 use std::any::Any;
+use std::cell::UnsafeCell;
 use std::ffi::c_void;
-use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 
 use hp_sys as sys;
 
 use crate::backend::BackendKind;
 use crate::block::c_chars;
 use crate::error::{check, Error, Result};
+use crate::overflow;
 
 /// How to make a [`Stack`]: a builder over `struct hp_stack_opts`.
 ///
@@ -21,10 +24,11 @@ use crate::error::{check, Error, Result};
 /// println!("{:?}", s.info()?);
 /// # Ok::<(), hp::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StackOptions {
     flags: u64,
     guard_size: u64,
+    name: Option<String>,
 }
 
 impl StackOptions {
@@ -95,6 +99,7 @@ impl StackOptions {
 
     /// Make a stack of at least `size` usable bytes (`hp_stack_create_ex`).
     pub fn create(&self, size: usize) -> Result<Stack> {
+        crate::check_loaded_version();
         let opts = self.raw();
         // SAFETY: opts is a valid, sized options struct.
         let s = unsafe { sys::hp_stack_create_ex(size, &opts) };
@@ -106,106 +111,250 @@ impl StackOptions {
     /// Run `f` on a new thread whose stack is a libhp stack of at least
     /// `size` bytes (`hp_stack_thread_create`); `size` must leave room for
     /// the thread's TLS. A panic in `f` is caught and returned by
-    /// [`StackThread::join`].
+    /// [`StackThread::join`]. Like `std::thread`, a thread that runs into
+    /// its guard prints `thread '<name>' has overflowed its stack` and
+    /// aborts the process (SIGABRT) instead of dying of a bare SIGSEGV.
+    ///
+    /// # Errors
+    ///
+    /// What `hp_stack_thread_create` reports: the errors of
+    /// [`create`](StackOptions::create), and
+    /// [`InvalidArgument`](crate::ErrorKind::InvalidArgument) for a stack
+    /// too small for a thread.
     pub fn spawn<F, T>(&self, size: usize, f: F) -> Result<StackThread<T>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        crate::check_loaded_version();
         let opts = self.raw();
-        let job: Box<Job<T>> = Box::new(Job {
-            run: Some(Box::new(f)),
-            result: None,
+        let packet = Arc::new(Packet {
+            state: AtomicU8::new(RUNNING),
+            raw: AtomicPtr::new(std::ptr::null_mut()),
+            run: UnsafeCell::new(Some(Box::new(f))),
+            result: UnsafeCell::new(None),
+            name: self.name.clone(),
         });
-        let job = Box::into_raw(job);
+        overflow::install();
+        let arg = Arc::into_raw(packet.clone()) as *mut c_void;
         let mut raw = std::ptr::null_mut();
-        // SAFETY: the trampoline matches the job's type; the job stays alive
-        // until join (or is reclaimed here if no thread started).
+        // SAFETY: the trampoline matches the packet's type and takes over
+        // the reference `arg` holds (or it is reclaimed here if no thread
+        // started).
         let rc = unsafe {
-            sys::hp_stack_thread_create(
-                &mut raw,
-                size,
-                &opts,
-                Some(trampoline::<T>),
-                job as *mut c_void,
-            )
+            sys::hp_stack_thread_create(&mut raw, size, &opts, Some(trampoline::<T>), arg)
         };
         if rc != sys::HP_OK {
             let e = Error::last(Some(rc));
-            // SAFETY: no thread was started ("on failure nothing is left behind").
-            drop(unsafe { Box::from_raw(job) });
+            // SAFETY: no thread was started ("on failure nothing is left
+            // behind"), so the reference passed as arg is still ours.
+            drop(unsafe { Arc::from_raw(arg as *const Packet<T>) });
             return Err(e);
         }
-        let raw = NonNull::new(raw).expect("hp_stack_thread_create returned HP_OK and no stack");
+        let raw = match NonNull::new(raw) {
+            Some(raw) => raw,
+            None => {
+                return Err(Error::new(
+                    sys::HP_EBACKEND,
+                    "hp_stack_thread_create returned HP_OK and no stack",
+                ))
+            }
+        };
+        packet.raw.store(raw.as_ptr(), Ordering::Release);
         Ok(StackThread {
             raw,
-            job,
-            _result: PhantomData,
+            packet: Some(packet),
         })
+    }
+
+    /// Name the threads of [`spawn`](StackOptions::spawn), as
+    /// `std::thread::Builder::name` does: the name appears in the stack
+    /// overflow message and (its first 15 bytes) as the OS thread name.
+    pub fn name(mut self, name: impl Into<String>) -> StackOptions {
+        self.name = Some(name.into());
+        self
     }
 }
 
 type Thunk<T> = Box<dyn FnOnce() -> T + Send>;
 
-struct Job<T> {
-    run: Option<Thunk<T>>,
-    result: Option<std::thread::Result<T>>,
+/// `Packet::state`: the thread has not finished and nobody gave up on it.
+const RUNNING: u8 = 0;
+/// The thread finished its closure; its handle will join it.
+const FINISHED: u8 = 1;
+/// The handle was dropped first; the thread hands itself to the reaper.
+const DETACHED: u8 = 2;
+
+/// What a thread and its handle share.
+struct Packet<T> {
+    state: AtomicU8,
+    /// The stack, stored by spawn before the handle exists.
+    raw: AtomicPtr<sys::hp_stack>,
+    /// Taken by the thread.
+    run: UnsafeCell<Option<Thunk<T>>>,
+    /// Written by the thread before it sets FINISHED or sees DETACHED; read
+    /// by join after hp_stack_thread_join.
+    result: UnsafeCell<Option<std::thread::Result<T>>>,
+    name: Option<String>,
 }
 
+// SAFETY: `run` and `result` are touched by the thread until it ends and by
+// join only after hp_stack_thread_join returned (pthread_join synchronises
+// with the thread's end); T: Send crosses threads once.
+unsafe impl<T: Send> Sync for Packet<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for Packet<T> {}
+
 extern "C" fn trampoline<T>(arg: *mut c_void) -> *mut c_void {
-    // SAFETY: arg is the Job<T> that spawn leaked for this thread alone;
-    // join reads it only after pthread_join.
-    let job = unsafe { &mut *(arg as *mut Job<T>) };
-    if let Some(run) = job.run.take() {
+    // SAFETY: arg is the reference to the packet that spawn gave this
+    // thread alone.
+    let packet = unsafe { Arc::from_raw(arg as *const Packet<T>) };
+    // spawn stores the handle as soon as hp_stack_thread_create returns.
+    let mut raw = packet.raw.load(Ordering::Acquire);
+    while raw.is_null() {
+        std::thread::yield_now();
+        raw = packet.raw.load(Ordering::Acquire);
+    }
+    let guard = stack_info(raw)
+        .map(|i| (i.guard_addr as usize, i.base_addr as usize))
+        .unwrap_or((0, 0));
+    let name = packet.name.as_deref().unwrap_or("");
+    set_os_thread_name(name);
+    let on_stack = overflow::enter(guard, name);
+    // SAFETY: only this thread touches `run` and `result` until it ends.
+    let run = unsafe { (*packet.run.get()).take() };
+    if let Some(run) = run {
         // Unwinding out of an extern "C" fn aborts; hand the panic to join.
-        job.result = Some(catch_unwind(AssertUnwindSafe(run)));
+        let result = catch_unwind(AssertUnwindSafe(run));
+        // SAFETY: as above.
+        unsafe { *packet.result.get() = Some(result) };
+    }
+    drop(on_stack);
+    if packet
+        .state
+        .compare_exchange(RUNNING, FINISHED, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        // DETACHED: nobody will join this thread, so the reaper does.
+        reap(raw);
     }
     std::ptr::null_mut()
 }
 
-/// A thread running on a libhp stack, from [`StackOptions::spawn`].
-/// Dropping it without [`join`](StackThread::join) waits for the thread
-/// (a stack cannot be released under a running thread).
-pub struct StackThread<T> {
-    raw: NonNull<sys::hp_stack>,
-    job: *mut Job<T>,
-    _result: PhantomData<T>,
+fn set_os_thread_name(name: &str) {
+    extern "C" {
+        fn pthread_self() -> usize;
+        fn pthread_setname_np(thread: usize, name: *const std::ffi::c_char) -> i32;
+    }
+    if name.is_empty() {
+        return;
+    }
+    let mut buf = [0u8; 16];
+    let bytes: Vec<u8> = name.bytes().filter(|&b| b != 0).take(15).collect();
+    buf[..bytes.len()].copy_from_slice(&bytes);
+    // SAFETY: buf is NUL-terminated and at most 16 bytes, as Linux requires.
+    unsafe { pthread_setname_np(pthread_self(), buf.as_ptr().cast()) };
 }
 
-// SAFETY: joining is allowed from any thread; the job is only touched by the
-// thread before it ends and by join after it ended; T: Send is required.
+/// A stack handle on its way to the reaper thread.
+struct Detached(*mut sys::hp_stack);
+// SAFETY: hp_stack_thread_join may be called from any thread.
+unsafe impl Send for Detached {}
+
+static REAPED: AtomicU64 = AtomicU64::new(0);
+
+/// Join a detached thread and release its stack on a helper thread (a
+/// thread cannot release the stack it runs on). Started on first use.
+fn reap(raw: *mut sys::hp_stack) {
+    static REAPER: OnceLock<Option<Mutex<mpsc::Sender<Detached>>>> = OnceLock::new();
+    let tx = REAPER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Detached>();
+        std::thread::Builder::new()
+            .name("hp-stack-reaper".into())
+            .spawn(move || {
+                for Detached(raw) in rx {
+                    // SAFETY: a handle whose thread nobody else joins.
+                    if unsafe { sys::hp_stack_thread_join(raw, std::ptr::null_mut()) } == sys::HP_OK
+                    {
+                        REAPED.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    // Without a reaper (no thread could be started) the stack stays mapped.
+    if let Some(tx) = tx {
+        if let Ok(tx) = tx.lock() {
+            let _ = tx.send(Detached(raw));
+        }
+    }
+}
+
+/// Detached [`StackThread`]s whose stacks the reaper released so far.
+/// For tests and monitoring.
+#[doc(hidden)]
+pub fn reaped_stack_threads() -> u64 {
+    REAPED.load(Ordering::Relaxed)
+}
+
+/// A thread running on a libhp stack, from [`StackOptions::spawn`]; the
+/// counterpart of `std::thread::JoinHandle`.
+///
+/// [`join`](StackThread::join) waits for the thread and releases its
+/// stack. Dropping the handle instead *detaches* the thread, as std does:
+/// the drop returns at once, and the stack is released when the thread
+/// ends (a helper thread joins it). Dropping the handle on its own thread
+/// is fine, and `Drop` never panics.
+#[must_use = "dropping a StackThread detaches the thread; join it to wait for it"]
+pub struct StackThread<T> {
+    raw: NonNull<sys::hp_stack>,
+    /// `None` once joined.
+    packet: Option<Arc<Packet<T>>>,
+}
+
+// SAFETY: joining is allowed from any thread; the packet is Send + Sync for
+// T: Send (see there).
 unsafe impl<T: Send> Send for StackThread<T> {}
 // SAFETY: &StackThread only queries the stack (thread-safe in libhp).
 unsafe impl<T: Send> Sync for StackThread<T> {}
 
 impl<T> StackThread<T> {
     /// What the thread's stack is.
+    ///
+    /// # Errors
+    ///
+    /// None in practice: the handle keeps the stack alive.
     pub fn info(&self) -> Result<StackInfo> {
         stack_info(self.raw.as_ptr())
     }
 
-    fn wait(&mut self) -> Option<std::thread::Result<T>> {
-        if self.job.is_null() {
-            return None;
-        }
-        // SAFETY: we own the handle and join it exactly once (job set to null).
-        let rc = unsafe { sys::hp_stack_thread_join(self.raw.as_ptr(), std::ptr::null_mut()) };
-        assert_eq!(
-            rc,
-            sys::HP_OK,
-            "hp_stack_thread_join: {}",
-            Error::last(Some(rc))
-        );
-        // SAFETY: the thread has ended; the job is ours again.
-        let job = unsafe { Box::from_raw(self.job) };
-        self.job = std::ptr::null_mut();
-        job.result
+    /// Whether the thread has finished running its closure.
+    pub fn is_finished(&self) -> bool {
+        self.packet
+            .as_ref()
+            .is_some_and(|p| p.state.load(Ordering::Acquire) == FINISHED)
     }
 
     /// Wait for the thread; its value, or the payload of its panic. The
     /// stack is released (`hp_stack_thread_join`).
+    ///
+    /// # Panics
+    ///
+    /// Like `JoinHandle::join`, if the thread cannot be joined, e.g. when
+    /// called on the thread itself (the thread is then detached).
     pub fn join(mut self) -> std::result::Result<T, Box<dyn Any + Send + 'static>> {
-        self.wait().expect("the thread ran its closure")
+        // SAFETY: we own the handle; the packet is still set (join takes self).
+        let rc = unsafe { sys::hp_stack_thread_join(self.raw.as_ptr(), std::ptr::null_mut()) };
+        if rc != sys::HP_OK {
+            let e = Error::last(Some(rc));
+            drop(self);
+            panic!("StackThread::join: {e}");
+        }
+        let packet = self.packet.take().expect("a StackThread is joined once");
+        // SAFETY: the thread has ended (hp_stack_thread_join returned HP_OK).
+        let result = unsafe { (*packet.result.get()).take() };
+        result.unwrap_or_else(|| Err(Box::new("the thread did not run its closure")))
     }
 }
 
@@ -219,7 +368,24 @@ impl<T> std::fmt::Debug for StackThread<T> {
 
 impl<T> Drop for StackThread<T> {
     fn drop(&mut self) {
-        drop(self.wait());
+        let Some(packet) = self.packet.take() else {
+            return;
+        };
+        if packet
+            .state
+            .compare_exchange(RUNNING, DETACHED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return; // the thread hands its stack to the reaper when it ends
+        }
+        // FINISHED: the thread is ending; join it now (a short wait), or let
+        // the reaper do it when this is the thread itself (a thread-local's
+        // destructor can drop its own handle after the closure returned).
+        // SAFETY: nobody else joins this handle.
+        let rc = unsafe { sys::hp_stack_thread_join(self.raw.as_ptr(), std::ptr::null_mut()) };
+        if rc != sys::HP_OK {
+            reap(self.raw.as_ptr());
+        }
     }
 }
 

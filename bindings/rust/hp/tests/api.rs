@@ -240,3 +240,136 @@ fn version_matches_the_headers() {
     assert_eq!(hp::version_string(), v.to_string());
     assert_eq!(Version::from_number(v.number()), v);
 }
+
+#[test]
+fn nozero_is_refused_by_the_safe_flags() {
+    // A Block derefs to [u8]: HP_F_NOZERO would let safe code read another
+    // allocation's leftover bytes.
+    let e = AllocOptions::new()
+        .flags(hp::sys::HP_F_NOZERO)
+        .alloc(8 * MIB)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Flags, "{e}");
+    assert!(e.detail().contains("alloc_uninit"), "{e}");
+}
+
+#[test]
+fn uninit_blocks_become_blocks_only_when_written() {
+    // Leave 0x41 in freed huge pages, as the cache may hand them back.
+    for _ in 0..4 {
+        let mut old = hp::alloc(8 * MIB).unwrap();
+        old.fill(0x41);
+    }
+    let u = AllocOptions::new().alloc_uninit(8 * MIB).unwrap();
+    assert_eq!(u.len(), 8 * MIB);
+    assert_ne!(u.info().unwrap().flags & hp::sys::HP_F_NOZERO, 0);
+    let b = u.fill(7);
+    assert!(b.iter().all(|&x| x == 7));
+    assert_eq!(b.flags() & hp::sys::HP_F_NOZERO, 0);
+
+    // Written prefix only, then grow: what follows must read as zero.
+    let mut u = AllocOptions::new().alloc_uninit(8 * MIB).unwrap();
+    u.resize(5000).unwrap();
+    for x in u.iter_mut() {
+        x.write(9);
+    }
+    // SAFETY: all 5000 bytes were written just above.
+    let mut b = unsafe { u.assume_init() };
+    b.resize(8 * MIB).unwrap();
+    assert!(b[..5000].iter().all(|&x| x == 9));
+    if let Some(i) = b[5000..].iter().position(|&x| x != 0) {
+        panic!(
+            "byte {} after the written prefix is {:#x}",
+            5000 + i,
+            b[5000 + i]
+        );
+    }
+}
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Block>();
+    send_sync::<hp::UninitBlock>();
+    send_sync::<hp::Stack>();
+    send_sync::<hp::StackThread<u32>>();
+    send_sync::<hp::Error>();
+}
+
+#[test]
+fn the_library_loaded_is_the_one_linked() {
+    let path = hp::library_path().expect("dladdr names the file of hp_version");
+    assert!(
+        path.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("libhp.so"),
+        "{}",
+        path.display()
+    );
+    // This package's binaries carry an rpath to the directory pkg-config
+    // gave at build time: that libhp, not another one, must be running.
+    if let Some(dir) = option_env!("HP_TEST_LIBDIR") {
+        let dir = std::fs::canonicalize(dir).unwrap();
+        let loaded = std::fs::canonicalize(&path).unwrap();
+        assert!(
+            loaded.starts_with(&dir),
+            "loaded {} instead of the one in {}",
+            loaded.display(),
+            dir.display()
+        );
+    }
+    assert_eq!(hp::version(), hp::linked_version());
+}
+
+#[test]
+#[ignore = "run by a_different_loaded_version_is_reported"]
+fn child_allocates_with_a_fake_hp_version() {
+    let b = hp::alloc(4096).unwrap();
+    drop(b);
+    drop(hp::alloc(4096).unwrap());
+    println!("CHILD loaded {}", hp::version());
+}
+
+#[test]
+fn a_different_loaded_version_is_reported() {
+    // An LD_PRELOADed hp_version() stands in for another libhp.so.1.
+    let dir = std::env::temp_dir().join(format!("hp-ver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("v.c");
+    std::fs::write(&src, "unsigned hp_version(void) { return 10907; }\n").unwrap();
+    let so = dir.join("libfakever.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = std::process::Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_allocates_with_a_fake_hp_version",
+            "--nocapture",
+        ])
+        .env("LD_PRELOAD", &so)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("CHILD loaded 1.9.7"), "{stdout}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("libhp 1.9.7")
+            && warnings[0].contains(&hp::linked_version().to_string()),
+        "{}",
+        warnings[0]
+    );
+}

@@ -173,21 +173,122 @@ fn alignment_up_to_a_page_goes_to_libhp_larger_to_system() {
 
 #[test]
 fn custom_threshold() {
-    static SMALL: HpAlloc<4096> = HpAlloc::new();
-    assert_eq!(HpAlloc::<4096>::THRESHOLD, 4096);
-    assert!(HpAlloc::<4096>::uses_libhp(
-        Layout::from_size_align(4096, 8).unwrap()
+    const T: usize = 4 << 20;
+    static BIG: HpAlloc<T> = HpAlloc::new();
+    assert_eq!(HpAlloc::<T>::THRESHOLD, T);
+    assert!(HpAlloc::<T>::uses_libhp(
+        Layout::from_size_align(T, 8).unwrap()
     ));
-    assert!(!HpAlloc::<4096>::uses_libhp(
-        Layout::from_size_align(4095, 8).unwrap()
+    assert!(!HpAlloc::<T>::uses_libhp(
+        Layout::from_size_align(T - 1, 8).unwrap()
     ));
     unsafe {
-        let layout = Layout::from_size_align(10_000, 16).unwrap();
-        let p = SMALL.alloc_zeroed(layout);
+        let layout = Layout::from_size_align(T + 10_000, 16).unwrap();
+        let p = BIG.alloc_zeroed(layout);
         assert!(served_by_libhp(p));
-        assert_eq!(*p.add(9_999), 0);
-        SMALL.dealloc(p, layout);
+        assert_eq!(*p.add(T + 9_999), 0);
+        BIG.dealloc(p, layout);
+        let small = Layout::from_size_align(T - 1, 16).unwrap();
+        let p = BIG.alloc(small);
+        assert!(!served_by_libhp(p));
+        BIG.dealloc(p, small);
     }
+}
+
+#[test]
+fn many_small_boxes_never_reach_libhp() {
+    // Below the threshold nothing may cost an mmap: a libhp block would show
+    // up in hp_info; System's do not.
+    let boxes: Vec<Box<u64>> = (0..100_000u64).map(Box::new).collect();
+    for b in boxes.iter().step_by(997) {
+        assert!(!served_by_libhp(&**b as *const u64 as *const u8));
+    }
+    assert_eq!(boxes.iter().map(|b| **b).sum::<u64>(), 99_999 * 100_000 / 2);
+}
+
+/// Run this test binary again with `env`, running only the ignored test
+/// `name`; returns (stdout, stderr, status).
+fn run_child(name: &str, env: &[(&str, &str)]) -> (String, String, std::process::ExitStatus) {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        name,
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status,
+    )
+}
+
+/// Child of `a_bad_environment_falls_back_to_system_with_one_line`: large
+/// allocations of every kind while libhp refuses them all.
+#[test]
+#[ignore = "run by a_bad_environment_falls_back_to_system_with_one_line"]
+fn child_allocates_while_libhp_refuses() {
+    fn hook(f: &hp::Fallback<'_>) {
+        println!("\nHOOK {} {} {}", f.name(), f.size(), f.detail());
+    }
+    if std::env::var_os("HP_TEST_HOOK").is_some() {
+        hp::set_fallback_hook(Some(hook));
+    }
+    let mut v: Vec<u8> = Vec::new();
+    for i in 0..(64 * MIB) / 4096 {
+        v.extend_from_slice(&[i as u8; 4096]);
+    }
+    assert!(!served_by_libhp(v.as_ptr()));
+    let z = vec![0u64; MIB];
+    assert!(z.iter().all(|&x| x == 0));
+    v.truncate(1000);
+    v.shrink_to_fit();
+    assert!(v.iter().enumerate().all(|(i, &x)| x == (i / 4096) as u8));
+    let big: Vec<u32> = (0..4 * MIB as u32).collect();
+    let moved = std::thread::spawn(move || big.iter().map(|&x| x as u64).sum::<u64>());
+    assert!(moved.join().unwrap() > 0);
+    assert!(hp::fallback_count() >= 4, "{}", hp::fallback_count());
+    println!("CHILD DONE fallbacks={}", hp::fallback_count());
+}
+
+#[test]
+fn a_bad_environment_falls_back_to_system_with_one_line() {
+    for (var, value) in [
+        ("HP_BACKENDS", ""),
+        ("HP_DEBUG", "2"),
+        ("HP_BACKEND_PATH", "relative/dir"),
+    ] {
+        let (out, err, status) = run_child("child_allocates_while_libhp_refuses", &[(var, value)]);
+        assert!(
+            status.success() && out.contains("CHILD DONE"),
+            "{var}={value:?}: {status}\nstdout:\n{out}\nstderr:\n{err}"
+        );
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{var}={value:?}: stderr is {err:?}");
+        assert!(
+            lines[0].contains(var) && lines[0].contains("HP_EENV"),
+            "{var}: {}",
+            lines[0]
+        );
+    }
+    // With a hook, the application hears it instead of stderr.
+    let (out, err, status) = run_child(
+        "child_allocates_while_libhp_refuses",
+        &[("HP_BACKENDS", ""), ("HP_TEST_HOOK", "1")],
+    );
+    assert!(status.success(), "{status}: {out} {err}");
+    assert!(err.trim().is_empty(), "stderr: {err}");
+    let hooked: Vec<&str> = out.lines().filter(|l| l.starts_with("HOOK ")).collect();
+    assert_eq!(hooked.len(), 1, "{out}");
+    assert!(
+        hooked[0].starts_with("HOOK HP_EENV ") && hooked[0].contains("HP_BACKENDS"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Stacks and threads on them, against the real libhp.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use hp::{BackendKind, ErrorKind, Stack, StackCacheConfig, StackMode, StackOptions};
 
@@ -101,18 +102,203 @@ fn a_panic_comes_back_from_join() {
     );
 }
 
+/// Wait (a bounded number of rounds) until the reaper released `n` more
+/// detached stacks than `before`.
+fn wait_reaped(before: u64, n: u64) {
+    for _ in 0..2000 {
+        if hp::reaped_stack_threads() >= before + n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!(
+        "the reaper released {} of {n} detached stacks",
+        hp::reaped_stack_threads() - before
+    );
+}
+
+// The detach tests share the reaper counter: one test runs them in turn.
 #[test]
-fn dropping_a_stack_thread_waits_for_it() {
+fn dropping_a_stack_thread_detaches_it_like_std() {
+    // Drop returns while the thread still runs (std's JoinHandle detaches).
+    let before = hp::reaped_stack_threads();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
     let done = Arc::new(AtomicBool::new(false));
     let flag = done.clone();
     let t = StackOptions::new()
-        .spawn(2 * MIB, move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        .guard_size(68 << 10)
+        .spawn(2 * MIB + (68 << 10), move || {
+            // Bounded: if drop blocked on this thread, the wait ends anyway.
+            let released = go_rx.recv_timeout(Duration::from_secs(20)).is_ok();
             flag.store(true, Ordering::SeqCst);
+            released
         })
         .unwrap();
     drop(t);
+    assert!(
+        !done.load(Ordering::SeqCst),
+        "drop waited for the thread to end"
+    );
+    go_tx.send(()).unwrap();
+    wait_reaped(before, 1);
     assert!(done.load(Ordering::SeqCst));
+    // The stack went back to libhp: a stack of the same size and guard
+    // (no other test uses them) now comes from the cache.
+    let again = StackOptions::new()
+        .guard_size(68 << 10)
+        .create(2 * MIB + (68 << 10))
+        .unwrap();
+    assert!(
+        again.info().unwrap().from_cache,
+        "the stack was not released"
+    );
+
+    // Dropping the handle on its own thread: no panic, stack released later.
+    let before = hp::reaped_stack_threads();
+    let (tx, rx) = mpsc::channel::<hp::StackThread<bool>>();
+    let t = StackOptions::new()
+        .spawn(2 * MIB, move || {
+            let me = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+            drop(me);
+            true
+        })
+        .unwrap();
+    let finished = Arc::new(AtomicBool::new(false));
+    tx.send(t).unwrap();
+    let watcher = {
+        let finished = finished.clone();
+        StackOptions::new()
+            .spawn(MIB, move || finished.store(true, Ordering::SeqCst))
+            .unwrap()
+    };
+    watcher.join().unwrap();
+    assert!(finished.load(Ordering::SeqCst));
+    wait_reaped(before, 1);
+
+    // A finished thread whose handle is dropped is joined at once.
+    let t = StackOptions::new().spawn(MIB, || 5).unwrap();
+    for _ in 0..2000 {
+        if t.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(t.is_finished());
+    drop(t);
+
+    // join on the thread itself panics (caught in the thread), detaches,
+    // and the stack is still released when the thread ends.
+    let before = hp::reaped_stack_threads();
+    let (tx, rx) = mpsc::channel::<hp::StackThread<()>>();
+    let t = StackOptions::new()
+        .spawn(2 * MIB, move || {
+            if let Ok(me) = rx.recv_timeout(Duration::from_secs(20)) {
+                me.join().unwrap();
+            }
+        })
+        .unwrap();
+    tx.send(t).unwrap();
+    wait_reaped(before, 1);
+}
+
+fn deep(n: u64) -> u64 {
+    let pad = std::hint::black_box([n as u8; 1024]);
+    if n == 0 {
+        return pad[0] as u64;
+    }
+    deep(n - 1) + std::hint::black_box(pad[7]) as u64
+}
+
+/// Child of `overflow_prints_a_message_and_aborts`: overflows a thread on a
+/// lean stack, on a huge one (HP_TEST_STACK=huge), or, after an hp thread
+/// installed the handler, a std thread (HP_TEST_STACK=std: std's own
+/// report must still work through the chained handler).
+#[test]
+#[ignore = "run by overflow_prints_a_message_and_aborts"]
+fn child_overflows_a_stack() {
+    let mode = std::env::var("HP_TEST_STACK").unwrap_or_default();
+    if mode == "std" {
+        StackOptions::new()
+            .spawn(MIB, || ())
+            .unwrap()
+            .join()
+            .unwrap();
+        let t = std::thread::Builder::new()
+            .name("std-deep".into())
+            .stack_size(MIB)
+            .spawn(|| deep(u64::MAX))
+            .unwrap();
+        let _ = t.join();
+    } else {
+        let t = StackOptions::new()
+            .huge(mode == "huge")
+            .allow_lean(mode == "huge")
+            .name("deep-recursion")
+            .spawn(4 * MIB, || deep(u64::MAX))
+            .unwrap();
+        let _ = t.join();
+    }
+    println!("NOT REACHED");
+}
+
+#[test]
+fn overflow_prints_a_message_and_aborts() {
+    use std::os::unix::process::ExitStatusExt;
+    for (mode, thread) in [
+        ("lean", "deep-recursion"),
+        ("huge", "deep-recursion"),
+        ("std", "std-deep"),
+    ] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "child_overflows_a_stack",
+                "--nocapture",
+            ])
+            .env("HP_TEST_STACK", mode)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(6),
+            "{mode}: expected SIGABRT, got {}; stderr:\n{err}",
+            out.status
+        );
+        assert!(
+            // std >= 1.89 puts the thread id after the name.
+            err.contains(&format!("thread '{thread}'")) && err.contains("has overflowed its stack"),
+            "{mode}: stderr:\n{err}"
+        );
+        assert_eq!(err.contains("libhp stack"), mode != "std", "{mode}: {err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("NOT REACHED"));
+    }
+}
+
+/// A fault that is not in the guard keeps its default action (SIGSEGV).
+#[test]
+#[ignore = "run by other_faults_stay_sigsegv"]
+fn child_faults_outside_the_guard() {
+    let t = StackOptions::new()
+        .spawn(MIB, || {
+            // SAFETY: none; this child process is meant to fault.
+            unsafe { std::ptr::read_volatile(16 as *const u64) }
+        })
+        .unwrap();
+    let _ = t.join();
+}
+
+#[test]
+fn other_faults_stay_sigsegv() {
+    use std::os::unix::process::ExitStatusExt;
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "child_faults_outside_the_guard"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(11), "{}: {err}", out.status);
+    assert!(!err.contains("overflowed"), "{err}");
 }
 
 #[test]
