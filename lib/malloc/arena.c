@@ -1,0 +1,161 @@
+/* Arenas: large ranges from libhp's selection, handed to mimalloc.
+ *
+ * mimalloc carves arenas in 32 MiB segments and finds a segment's header by
+ * masking a pointer (_mi_ptr_segment in mimalloc-internal.h), so an arena
+ * must start on a 32 MiB boundary: each one is allocated one segment larger
+ * and the tail past the aligned range is given back with hp_realloc (a
+ * shrink releases the tail in place). The head stays mapped; for a hugetlb
+ * arena it holds pool pages (at most 30 MiB per arena, which is why arenas
+ * start at 64 MiB and double).
+ *
+ * Arenas are handed over as committed, zeroed and not "large"
+ * (mi_manage_os_memory): committed memory is pinned (mimalloc never
+ * decommits it, so hugetlb pages are never dropped and refaulted), and
+ * mimalloc refuses "large" arenas to a thread's first, lazily committed
+ * segment (mi_segment_os_alloc, eager_delay), which with
+ * mi_option_limit_os_alloc would be an allocation failure.
+ *
+ * hugetlb arenas are reserved and populated by libhp when they are mapped,
+ * so touching them can never SIGBUS. Arenas are never unmapped: freed
+ * memory goes back to mimalloc, not to the kernel.
+ */
+#include "hpm.h"
+
+#include <hp.h>
+#include <mimalloc.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MAX_ARENAS 64  /* MI_MAX_ARENAS in mimalloc 2.0.9 src/arena.c */
+#define MAX_DOUBLING ((size_t)1 << 30)
+
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { _Atomic uintptr_t start, end; } arenas[MAX_ARENAS];
+static _Atomic unsigned narenas;
+static int libhp_refused;
+
+unsigned hpm_arena_count(void)
+{
+    return atomic_load_explicit(&narenas, memory_order_acquire);
+}
+
+int hpm_arena_owns(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    unsigned n = atomic_load_explicit(&narenas, memory_order_acquire);
+    for (unsigned i = 0; i < n; i++)
+        if (a >= atomic_load_explicit(&arenas[i].start, memory_order_relaxed) &&
+            a < atomic_load_explicit(&arenas[i].end, memory_order_relaxed))
+            return 1;
+    return 0;
+}
+
+static uintptr_t align_up(uintptr_t v, size_t a)
+{
+    return (v + a - 1) & ~(uintptr_t)(a - 1);
+}
+
+/* From libhp: returns the aligned start, or NULL. */
+static void *from_libhp(size_t len, char *backend, size_t backend_cap, uint64_t *page_size)
+{
+    size_t want = len + HPM_SEGMENT;
+    char *p = hp_alloc(want, hpm_opt.page_flags);
+    if (!p) {
+        if (!libhp_refused++)
+            hpm_warn("hp_alloc refused a %zu MiB arena (%s: %s); arenas come from plain "
+                     "mmap, on base pages", want >> 20, hp_error_name(hp_last_error()),
+                     hp_last_error_detail());
+        return NULL;
+    }
+    uintptr_t a = align_up((uintptr_t)p, HPM_SEGMENT);
+    size_t keep = (size_t)(a - (uintptr_t)p) + len;
+    if (keep < want) {
+        char *q = hp_realloc(p, keep, HP_F_NOZERO | hpm_opt.page_flags);
+        if (q && q != p) {  /* moved after all: realign inside what it kept */
+            p = q;
+            a = align_up((uintptr_t)p, HPM_SEGMENT);
+            if (a + len > (uintptr_t)p + keep) {
+                hp_free(p);
+                return NULL;
+            }
+        }
+    }
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    if (hp_info(p, &info) == HP_OK) {
+        snprintf(backend, backend_cap, "%s", info.backend);
+        *page_size = info.page_size;
+    }
+    return (void *)a;
+}
+
+static void *from_mmap(size_t len)
+{
+    size_t want = len + HPM_SEGMENT;
+    char *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    uintptr_t a = align_up((uintptr_t)p, HPM_SEGMENT);
+    size_t head = (size_t)(a - (uintptr_t)p);
+    if (head)
+        munmap(p, head);
+    munmap((void *)(a + len), want - head - len);
+    return (void *)a;
+}
+
+int hpm_arena_grow(size_t min_len, unsigned seen)
+{
+    pthread_mutex_lock(&grow_lock);
+    unsigned n = atomic_load(&narenas);
+    if (n != seen) {
+        pthread_mutex_unlock(&grow_lock);
+        return 0;
+    }
+    if (n == MAX_ARENAS) {
+        pthread_mutex_unlock(&grow_lock);
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t len = hpm_opt.arena_min;
+    for (unsigned i = 0; i < n && len < MAX_DOUBLING; i++)
+        len *= 2;
+    /* mimalloc needs a whole segment plus its own header for one object. */
+    size_t need = align_up(min_len + HPM_SEGMENT, HPM_SEGMENT);
+    if (need > len)
+        len = need;
+    char backend[32] = "mmap";
+    uint64_t page_size = 4096;
+    void *a = from_libhp(len, backend, sizeof(backend), &page_size);
+    if (!a) {
+        strcpy(backend, "mmap");
+        page_size = 4096;
+        a = from_mmap(len);
+    }
+    if (!a || !mi_manage_os_memory(a, len, true, false, true, -1)) {
+        /* The range stays mapped but unused: it cannot be told apart from a
+         * half-registered arena inside mimalloc, so it is not unmapped. */
+        pthread_mutex_unlock(&grow_lock);
+        errno = ENOMEM;
+        return -1;
+    }
+    atomic_store_explicit(&arenas[n].start, (uintptr_t)a, memory_order_relaxed);
+    atomic_store_explicit(&arenas[n].end, (uintptr_t)a + len, memory_order_relaxed);
+    atomic_store_explicit(&narenas, n + 1, memory_order_release);
+    hpm_stats_arena(a, len, backend, page_size);
+    pthread_mutex_unlock(&grow_lock);
+    return 0;
+}
+
+void hpm_arena_atfork_prepare(void)
+{
+    pthread_mutex_lock(&grow_lock);
+}
+
+void hpm_arena_atfork_release(void)
+{
+    pthread_mutex_unlock(&grow_lock);
+}
