@@ -34,8 +34,9 @@
 #define MAX_ARENAS 64  /* MI_MAX_ARENAS in mimalloc 2.0.9 src/arena.c */
 #define MAX_DOUBLING ((size_t)1 << 30)
 
+_Atomic uint64_t hpm_arena_map[HPM_GRANULES / 64];
+
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { _Atomic uintptr_t start, end; } arenas[MAX_ARENAS];
 static _Atomic unsigned narenas;
 static int libhp_refused;
 
@@ -44,15 +45,11 @@ unsigned hpm_arena_count(void)
     return atomic_load_explicit(&narenas, memory_order_acquire);
 }
 
-int hpm_arena_owns(const void *p)
+static void map_arena(uintptr_t start, size_t len)
 {
-    uintptr_t a = (uintptr_t)p;
-    unsigned n = atomic_load_explicit(&narenas, memory_order_acquire);
-    for (unsigned i = 0; i < n; i++)
-        if (a >= atomic_load_explicit(&arenas[i].start, memory_order_relaxed) &&
-            a < atomic_load_explicit(&arenas[i].end, memory_order_relaxed))
-            return 1;
-    return 0;
+    for (uint64_t g = start >> 25; g < (start + len) >> 25; g++)
+        atomic_fetch_or_explicit(&hpm_arena_map[g / 64], UINT64_C(1) << (g % 64),
+                                 memory_order_release);
 }
 
 static uintptr_t align_up(uintptr_t v, size_t a)
@@ -142,8 +139,7 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
         errno = ENOMEM;
         return -1;
     }
-    atomic_store_explicit(&arenas[n].start, (uintptr_t)a, memory_order_relaxed);
-    atomic_store_explicit(&arenas[n].end, (uintptr_t)a + len, memory_order_relaxed);
+    map_arena((uintptr_t)a, len);
     atomic_store_explicit(&narenas, n + 1, memory_order_release);
     hpm_stats_arena(a, len, backend, page_size);
     pthread_mutex_unlock(&grow_lock);

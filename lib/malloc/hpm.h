@@ -14,6 +14,7 @@
 #define HPM_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* mimalloc arenas are carved in 32 MiB segments that must be aligned to
@@ -24,6 +25,8 @@
 /* ---- options (options.c): read once at init, never fail ---- */
 struct hpm_options {
     size_t large_min;        /* HP_MALLOC_LARGE: requests this big go to hp_alloc */
+    _Atomic size_t fast_max; /* 0 until initialised, then large_min: the fast
+                                path serves n < fast_max (one compare) */
     size_t arena_min;        /* HP_MALLOC_ARENA: first arena size; later ones double */
     int stats;               /* HP_MALLOC_STATS: 0 off, 1 table, 2 one line */
     uint64_t page_flags;     /* HP_MALLOC_PAGE_SIZE as hp_page_size_flag(), or 0 */
@@ -45,8 +48,22 @@ extern __thread int hpm_busy;
  * (base pages from mmap if libhp cannot serve). Serialised inside; call
  * with hpm_busy set. Returns 0 or -1 (errno ENOMEM). */
 int hpm_arena_grow(size_t min_len, unsigned seen);
+/* One bit per 32 MiB granule of the 47-bit user address space (512 KiB of
+ * .bss; only the words ever read are faulted in), set when an arena is
+ * added: "is this an arena pointer?" is one load. Arenas are segment
+ * aligned, so a granule is wholly inside one arena or outside all. */
+#define HPM_GRANULES ((uint64_t)1 << (47 - 25))
+extern _Atomic uint64_t hpm_arena_map[HPM_GRANULES / 64];
+
 /* Is p inside an arena? Lock-free. */
-int hpm_arena_owns(const void *p);
+static inline int hpm_arena_owns(const void *p)
+{
+    uint64_t g = (uint64_t)(uintptr_t)p >> 25;
+    if (g >= HPM_GRANULES)
+        return 0;
+    return (int)((atomic_load_explicit(&hpm_arena_map[g / 64], memory_order_acquire) >>
+                  (g % 64)) & 1);
+}
 /* Arenas added so far (a generation count for retry loops). */
 unsigned hpm_arena_count(void);
 void hpm_arena_atfork_prepare(void);

@@ -54,6 +54,7 @@ static void init(void)
         hpm_arena_grow(0, 0);
         pthread_atfork(prepare_grow, release_grow, release_grow);
         atomic_store(&state, READY);
+        atomic_store(&hpm_opt.fast_max, hpm_opt.large_min);
     }
     pthread_mutex_unlock(&init_lock);
 }
@@ -120,8 +121,7 @@ static void *alloc_slow(size_t n, size_t align, int zero)
 
 static inline void *alloc(size_t n, size_t align, int zero)
 {
-    if (LIKELY(n < hpm_opt.large_min &&
-               atomic_load_explicit(&state, memory_order_relaxed) == READY)) {
+    if (LIKELY(n < atomic_load_explicit(&hpm_opt.fast_max, memory_order_relaxed))) {
         void *p = mi_any(n, align, zero);
         if (LIKELY(p != NULL))
             return p;
