@@ -6,6 +6,8 @@
  *                    [--populate] [--json]
  *                             allocate, touch every page, report what the
  *                             kernel really gave, free
+ *   hpctl run [--backend NAME] [--page-size SIZE] [--report] -- CMD [ARGS]
+ *                             CMD with libhp-malloc.so (hpctl_run.c)
  *   hpctl version
  *
  * SIZE accepts a K, M or G suffix (powers of 1024).
@@ -244,6 +246,7 @@ static int usage(void)
     fprintf(stderr, "usage: hpctl status [--json]\n"
                     "       hpctl alloc SIZE [--page-size SIZE] [--backend NAME] "
                     "[--require-huge] [--populate] [--json]\n"
+                    "       hpctl run [--backend NAME] [--page-size SIZE] [--report] -- CMD [ARGS]\n"
                     "       hpctl version\n");
     return 2;
 }
@@ -308,6 +311,10 @@ static int cmd_alloc(int argc, char **argv)
     return 0;
 }
 
+/* hpctl_run.c; weak, so programs that include this file alone (the fuzz
+ * test of the SIZE parser) still link. */
+int hpctl_run(int argc, char **argv) __attribute__((weak));
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -319,6 +326,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "alloc"))
         return cmd_alloc(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "run") && hpctl_run)
+        return hpctl_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "version")) {
         printf("%s\n", hp_version_string());
         return 0;

@@ -63,7 +63,9 @@ static void *from_libhp(size_t len, char *backend, size_t backend_cap, uint64_t 
     size_t want = len + HPM_SEGMENT;
     char *p = hp_alloc(want, hpm_opt.page_flags);
     if (!p) {
-        if (!libhp_refused++)
+        /* Out of memory is the caller's ENOMEM; anything else (a bad HP_*
+         * value: HP_EENV) is said once. */
+        if (hp_last_error() != HP_ENOMEM && !libhp_refused++)
             hpm_warn("hp_alloc refused a %zu MiB arena (%s: %s); arenas come from plain "
                      "mmap, on base pages", want >> 20, hp_error_name(hp_last_error()),
                      hp_last_error_detail());

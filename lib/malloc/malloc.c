@@ -61,7 +61,7 @@ static void init(void)
 
 static void *mi_any(size_t n, size_t align, int zero)
 {
-    if (align > 16)
+    if (align)
         return zero ? mi_zalloc_aligned(n, align) : mi_malloc_aligned(n, align);
     return zero ? mi_zalloc(n) : mi_malloc(n);
 }
@@ -303,9 +303,10 @@ EXPORT void *reallocarray(void *p, size_t count, size_t size)
 
 static void *aligned(size_t align, size_t n)
 {
-    /* Large blocks with at most page alignment are libhp blocks (page
+    /* mimalloc gives blocks of 8 bytes or less only 8-byte alignment, so any
+ * larger alignment asks for it. Large blocks with at most page alignment are libhp blocks (page
      * aligned); larger alignments stay in the arenas, aligned by mimalloc. */
-    return alloc(n, align <= 16 ? 0 : align, 0);
+    return alloc(n, align <= 8 ? 0 : align, 0);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
