@@ -58,7 +58,8 @@ static uintptr_t align_up(uintptr_t v, size_t a)
 }
 
 /* From libhp: returns the aligned start, or NULL. */
-static void *from_libhp(size_t len, char *backend, size_t backend_cap, uint64_t *page_size)
+static void *from_libhp(size_t len, char *backend, size_t backend_cap, uint64_t *page_size,
+                        void **block)
 {
     size_t want = len + HPM_SEGMENT;
     char *p = hp_alloc(want, hpm_opt.page_flags);
@@ -84,11 +85,15 @@ static void *from_libhp(size_t len, char *backend, size_t backend_cap, uint64_t 
             }
         }
     }
+    /* hp_info measures the block's huge pages from the kernel (pagemap or
+     * smaps), which costs a read over the whole arena: only the stats want
+     * the backend's name and page size. */
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
-    if (hp_info(p, &info) == HP_OK) {
+    if (hpm_opt.stats && hp_info(p, &info) == HP_OK) {
         snprintf(backend, backend_cap, "%s", info.backend);
         *page_size = info.page_size;
     }
+    *block = p;
     return (void *)a;
 }
 
@@ -128,11 +133,12 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
         len = need;
     char backend[32] = "mmap";
     uint64_t page_size = 4096;
-    void *a = from_libhp(len, backend, sizeof(backend), &page_size);
+    void *block = NULL;
+    void *a = from_libhp(len, backend, sizeof(backend), &page_size, &block);
     if (!a) {
         strcpy(backend, "mmap");
         page_size = 4096;
-        a = from_mmap(len);
+        block = a = from_mmap(len);
     }
     if (!a || !mi_manage_os_memory(a, len, true, false, true, -1)) {
         /* The range stays mapped but unused: it cannot be told apart from a
@@ -143,7 +149,8 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
     }
     map_arena((uintptr_t)a, len);
     atomic_store_explicit(&narenas, n + 1, memory_order_release);
-    hpm_stats_arena(a, len, backend, page_size);
+    /* The stats count the whole block, alignment slack included. */
+    hpm_stats_arena(block, (size_t)((char *)a + len - (char *)block), backend, page_size);
     pthread_mutex_unlock(&grow_lock);
     return 0;
 }

@@ -149,7 +149,7 @@ static int page_aligned(const void *p)
     return ((uintptr_t)p & (PAGE - 1)) == 0;
 }
 
-static void free_slow(void *p)
+__attribute__((noinline)) static void free_slow(void *p)
 {
     if (hpm_boot_owns(p))
         return;
@@ -167,7 +167,7 @@ static void free_slow(void *p)
     atomic_fetch_add(&hpm_ctr.foreign_frees, 1);
 }
 
-EXPORT void free(void *p)
+static inline void free_impl(void *p)
 {
     if (!p)
         return;
@@ -176,6 +176,11 @@ EXPORT void free(void *p)
         return;
     }
     free_slow(p);
+}
+
+EXPORT void free(void *p)
+{
+    free_impl(p);
 }
 
 /* Usable size of a libhp block, or 0 if p is not one. */
@@ -361,6 +366,83 @@ EXPORT void *pvalloc(size_t n)
     }
     r &= ~(size_t)(PAGE - 1);
     return aligned(PAGE, r ? r : PAGE);
+}
+
+/* C++ operator delete, every form (Itanium C++ ABI names; operator new is
+ * in cxx.c): free(), whose sizes and alignments the allocator knows
+ * already, inlined, so a delete is not libstdc++'s extra call to free. The
+ * unused parameters are -Wno-unused-parameter's business (meson.build). */
+EXPORT void _ZdlPv(void *p);
+EXPORT void _ZdaPv(void *p);
+EXPORT void _ZdlPvm(void *p, size_t n);
+EXPORT void _ZdaPvm(void *p, size_t n);
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt);
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt);
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al);
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al);
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al);
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al);
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt);
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt);
+
+EXPORT void _ZdlPv(void *p)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdaPv(void *p)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdlPvm(void *p, size_t n)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdaPvm(void *p, size_t n)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt)
+{
+    free_impl(p);
+}
+
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt)
+{
+    free_impl(p);
 }
 
 __attribute__((destructor)) static void at_exit(void)

@@ -5,12 +5,16 @@
 // Prints totals that do not depend on the allocator or on scheduling.
 //
 //     mt_cxx THREADS OPS
+//     mt_cxx new-fails     operator new's failure semantics: a new_handler
+//                          runs, then std::bad_alloc; nothrow new gives
+//                          nullptr; aligned new honours its alignment
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <new>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,8 +27,38 @@ struct Mailbox {
     std::deque<std::unique_ptr<std::string>> q;
 };
 
+static int handler_calls;
+
+static int new_fails()
+{
+    std::set_new_handler([] {
+        if (++handler_calls >= 3)
+            std::set_new_handler(nullptr);  // the next failure throws
+    });
+    volatile std::size_t huge = std::size_t(1) << 62;
+    bool threw = false;
+    try {
+        char *p = new char[huge];
+        p[0] = 1;
+    } catch (const std::bad_alloc &) {
+        threw = true;
+    }
+    char *q = new (std::nothrow) char[huge];
+    struct alignas(4096) Page {
+        char b[4096];
+    };
+    Page *pg = new Page;
+    bool aligned = reinterpret_cast<std::uintptr_t>(pg) % 4096 == 0;
+    delete pg;
+    std::printf("handler %d, bad_alloc %d, nothrow %s, aligned %d\n", handler_calls, threw,
+                q ? "non-null" : "null", aligned);
+    return threw && !q && aligned && handler_calls == 3 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && std::string(argv[1]) == "new-fails")
+        return new_fails();
     if (argc != 3)
         return 2;
     int nt = std::atoi(argv[1]);

@@ -151,6 +151,8 @@ def main():
         compare(tap, "sort", ["sort", "-S", "64M", data], hpctl)
 
         compare(tap, "multi-threaded C++", [mt_cxx, "8", "200000"], hpctl)
+        compare(tap, "C++ operator new failure semantics", [mt_cxx, "new-fails"], hpctl,
+                need_huge=False)
 
         # Invalid values: the program runs on, same output, one warning.
         for var, val in (("HP_MALLOC_LARGE", "lots"), ("HP_MALLOC_STATS", "maybe"),

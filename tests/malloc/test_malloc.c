@@ -53,20 +53,9 @@ static long hptest_ops(long dflt)
     return v && atol(v) > 0 ? atol(v) : dflt;
 }
 
-static int skip_reason(void)
-{
-    if (getenv("HPTEST_VALGRIND")) {
-        print_message("skip: valgrind replaces malloc itself\n");
-        return 1;
-    }
-    return 0;
-}
-
 static void t_preloaded(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     union {
         void *(*fn)(size_t);
         void *p;
@@ -83,8 +72,6 @@ static void t_errno_and_overflow(void **state)
 {
     (void)state;
     const size_t big = size_max;
-    if (skip_reason())
-        skip();
     errno = 0;
     assert_null(calloc(big / 2, 3));
     assert_int_equal(errno, ENOMEM);
@@ -129,8 +116,6 @@ static void t_errno_and_overflow(void **state)
 static void t_aligned(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     void *p = NULL;
     assert_int_equal(posix_memalign(&p, 3, 10), EINVAL);
     assert_int_equal(posix_memalign(&p, 4, 10), EINVAL);  /* not a multiple of sizeof(void *) */
@@ -177,8 +162,6 @@ static void t_aligned(void **state)
 static void t_calloc_zero(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     static const size_t sizes[] = {24, 4000, 200000, 3 * MiB, 6 * MiB, 40 * MiB};
     for (int round = 0; round < 3; round++)
         for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes); i++) {
@@ -200,8 +183,6 @@ static void t_calloc_zero(void **state)
 static void t_large_blocks(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
     unsigned char *small = malloc(1000);
     assert_non_null(small);
@@ -238,8 +219,6 @@ static char static_buf[256] __attribute__((aligned(64)));
 static void t_foreign(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     strcpy(static_buf + 8, "not from malloc");
     free(opaque(static_buf + 8));
     assert_string_equal(static_buf + 8, "not from malloc");
@@ -296,8 +275,6 @@ static void *churn(void *arg)
 static void t_threads(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     pthread_t t[NTHREADS];
     for (uintptr_t i = 0; i < NTHREADS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, churn, (void *)i), 0);
@@ -327,8 +304,6 @@ static void *churn_until_stopped(void *arg)
 static void t_fork_exec_threaded(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     pthread_t t[3];
     for (int i = 0; i < 3; i++)
         assert_int_equal(pthread_create(&t[i], NULL, churn_until_stopped, NULL), 0);
@@ -402,8 +377,6 @@ static int oom_child(void)
 static void t_oom(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0)
@@ -498,8 +471,6 @@ static int drain_child(void)
 static void t_drained_pool(void **state)
 {
     (void)state;
-    if (skip_reason())
-        skip();
     if (geteuid() != 0 || pool_value("nr_hugepages") < 0) {
         print_message("skip: needs root and a 2 MiB hugetlb pool\n");
         skip();
@@ -532,6 +503,12 @@ static void t_drained_pool(void **state)
 
 int main(int argc, char **argv)
 {
+    if (getenv("HPTEST_VALGRIND")) {
+        /* valgrind puts its own malloc under the program: nothing here
+         * would test libhp-malloc. */
+        printf("1..0 # SKIP valgrind replaces malloc itself\n");
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "drain-child"))
         return drain_child();
     if (argc > 1 && !strcmp(argv[1], "pool")) {

@@ -4,7 +4,8 @@
 set -eu
 pkgs="meson ninja-build pkg-config gcc g++ clang libcmocka-dev libffi-dev abigail-tools valgrind
   python3-cffi python3-pytest python3-numpy python3-venv python3-wheel-whl python3-setuptools
-  libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 hyperfine binutils jq bindgen"
+  libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 hyperfine binutils jq bindgen
+  libmimalloc-dev libjemalloc-dev sqlite3"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
 if [ -n "$missing" ]; then
   echo "installing: $missing"
