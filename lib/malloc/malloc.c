@@ -100,14 +100,17 @@ static void *alloc_slow(size_t n, size_t align, int zero)
         errno = saved;
         return p;
     }
-    for (;;) {
+    /* Twice at most: a request that a fresh arena of its own size cannot
+     * serve (an alignment mimalloc only takes from the OS) must not eat
+     * one arena after another. */
+    for (int tries = 0; tries < 3; tries++) {
         unsigned gen = hpm_arena_count();
         p = mi_any(n, align, zero);
         if (p) {
             errno = saved;
             return p;
         }
-        if (n > ((size_t)1 << 46) - 2 * HPM_SEGMENT)
+        if (tries == 2 || n > ((size_t)1 << 46) - 2 * HPM_SEGMENT)
             break;
         hpm_busy++;
         int rc = hpm_arena_grow(n + align, gen);
@@ -306,8 +309,17 @@ EXPORT void *reallocarray(void *p, size_t count, size_t size)
     return realloc(p, n);
 }
 
+/* mimalloc aligns inside its segments up to half a segment
+ * (MI_ALIGNMENT_MAX, 16 MiB in 2.0.9) and takes larger alignments from the
+ * OS only, which the arenas forbid. */
+#define MAX_ALIGN (HPM_SEGMENT / 2)
+
 static void *aligned(size_t align, size_t n)
 {
+    if (align > MAX_ALIGN) {
+        errno = ENOMEM;
+        return NULL;
+    }
     /* mimalloc gives blocks of 8 bytes or less only 8-byte alignment, so any
  * larger alignment asks for it. Large blocks with at most page alignment are libhp blocks (page
      * aligned); larger alignments stay in the arenas, aligned by mimalloc. */

@@ -141,6 +141,10 @@ static void t_aligned(void **state)
     errno = 0;
     assert_null(aligned_alloc(3, 30));
     assert_int_equal(errno, EINVAL);
+    /* Above 16 MiB: refused at once, without arenas grown in vain. */
+    errno = 0;
+    assert_null(aligned_alloc(64 * MiB, 100));
+    assert_int_equal(errno, ENOMEM);
     p = memalign(24, 10);  /* glibc rounds 24 up to 32 */
     assert_non_null(p);
     assert_int_equal((uintptr_t)p % 32, 0);
