@@ -128,6 +128,21 @@ def main():
             f.write(str(int(saved) - free_now + POOL_PAGES))
         print("# pool:", open(POOL).read().strip(), "pages (was", saved + ")")
 
+        # hpctl run itself: bad input refused, the command's status passed on,
+        # --backend reaches the arenas.
+        r = run([hpctl, "run", "--backend", "no-such", "--", "true"])
+        tap.ok(r.returncode == 2 and b"unknown backend" in r.stderr,
+               "hpctl run --backend with an unknown name: exit 2, says why", repr(r.stderr))
+        r = run([hpctl, "run", "--page-size", "3K", "--", "true"])
+        tap.ok(r.returncode == 2 and b"power of two" in r.stderr,
+               "hpctl run --page-size 3K: exit 2, says why", repr(r.stderr))
+        r = run([hpctl, "run", "--report", "--", "sh", "-c", "exit 3"])
+        tap.ok(r.returncode == 3, "hpctl run passes the command's exit status on",
+               f"rc {r.returncode}")
+        r = run([hpctl, "run", "--backend", "thp-madvise", "--report", "--", mt_cxx, "2", "1000"])
+        tap.ok(r.returncode == 0 and b"arenas thp-madvise/2M" in r.stderr,
+               "hpctl run --backend thp-madvise: the arenas come from it", repr(r.stderr[-300:]))
+
         have_numpy = run([PY, "-c", "import numpy"]).returncode == 0
         if have_numpy:
             compare(tap, "python3 + numpy", [PY, "-c", NUMPY], hpctl)
