@@ -5,7 +5,8 @@ set -eu
 pkgs="meson ninja-build pkg-config gcc g++ clang libcmocka-dev libffi-dev abigail-tools valgrind
   python3-cffi python3-pytest python3-numpy python3-venv python3-wheel-whl python3-setuptools python3-wheel mypy
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 hyperfine binutils jq bindgen
-  scdoc man-db python3-matplotlib"
+  scdoc man-db python3-matplotlib
+  libmimalloc-dev libjemalloc-dev sqlite3"
 # Rust: a fresh Debian 12 has no cargo, and its `cargo`/`rustc` (1.63) are
 # too old; cargo-web/rustc-web (bookworm-security, 1.96) install /usr/bin/cargo,
 # rustc and rustdoc, rust-web-clippy /usr/bin/cargo-clippy, rustfmt-web

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""bench/malloc driver: whole-process benchmarks of libhp-malloc.so against
+every peer allocator, side by side in one run.
+
+Rounds are interleaved: each round runs every configuration once per
+benchmark, in an order rotated from round to round. Wall time is measured
+around fork+exec+wait; user, sys, page faults and max RSS come from wait4's
+rusage (hugetlb pages are not in RSS). Reported per configuration: medians,
+and the ratio configuration/libhp-malloc as the median of the per-round
+ratios (paired: a slow moment of the machine hits both sides). Every
+configuration must print the same output as glibc.
+
+Run it through run.sh, which takes the heavy-job lock and reserves the
+hugetlb pool under the knob lock, and restores it afterwards.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+SCRUB = ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES", "MIMALLOC_LARGE_OS_PAGES",
+         "HP_BACKENDS", "HP_MALLOC_STATS", "HP_MALLOC_LARGE")
+
+
+def configs(build, proto):
+    hpm = os.path.join(build, "lib/malloc/libhp-malloc.so")
+    hp_env = {"LD_PRELOAD": hpm, "HP_BACKEND_PATH": os.path.join(build, "backends")}
+    rows = [("libhp-malloc", hp_env)]
+    if proto:
+        rows.append(("jemalloc + libhp extent hooks (prototype)",
+                     {"LD_PRELOAD": os.path.join(build, "bench/malloc/proto_jemalloc.so") +
+                      ":" + LIBDIR + "/libjemalloc.so.2",
+                      "MALLOC_CONF": "oversize_threshold:0",
+                      "HP_BACKEND_PATH": os.path.join(build, "backends")}))
+    rows += [
+        ("glibc", {}),
+        ("glibc hugetlb=1 (THP)", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}),
+        ("glibc hugetlb=2 (pool)", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}),
+        ("jemalloc", {"LD_PRELOAD": LIBDIR + "/libjemalloc.so.2"}),
+        ("jemalloc thp:always", {"LD_PRELOAD": LIBDIR + "/libjemalloc.so.2",
+                                 "MALLOC_CONF": "thp:always"}),
+        ("tcmalloc", {"LD_PRELOAD": LIBDIR + "/libtcmalloc_minimal.so.4"}),
+        ("mimalloc", {"LD_PRELOAD": LIBDIR + "/libmimalloc.so.2"}),
+        ("mimalloc large pages (pool)", {"LD_PRELOAD": LIBDIR + "/libmimalloc.so.2",
+                                         "MIMALLOC_LARGE_OS_PAGES": "1"}),
+    ]
+    return rows
+
+
+def benches(build, which):
+    b = os.path.join(build, "bench")
+    table = {
+        "umap": ("unordered_map, 10M inserts + 10M lookups",
+                 [os.path.join(b, "malloc/bench_umap")]),
+        "realloc": ("realloc loop x2 to 512 MiB, 4 iterations",
+                    [os.path.join(b, "realloc/realloc_loop_libc"), "2", "4"]),
+        "mixed": ("mixed small objects, 2 threads (larson-like)",
+                  [os.path.join(b, "malloc/bench_mixed"), "2", "3000000"]),
+    }
+    return [(k,) + table[k] for k in which]
+
+
+def run_once(argv, extra_env):
+    env = dict(os.environ)
+    for k in SCRUB:
+        env.pop(k, None)
+    env.update(extra_env)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE)
+    out = proc.stdout.read()
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{argv} with {extra_env} exited {code}")
+    return {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime,
+            "faults": ru.ru_minflt + ru.ru_majflt, "maxrss_kb": ru.ru_maxrss,
+            "out": out.decode().strip()}
+
+
+def report(name, title, rows, res, rounds, out):
+    base = [r["wall"] for r in res[rows[0][0]]]
+    print(f"\n### {title}: {rounds} interleaved rounds, medians\n", file=out)
+    print("| configuration | wall s (min-max) | user s | sys s | page faults | max RSS MiB | "
+          "wall / libhp-malloc (paired median) |", file=out)
+    print("| --- | --- | --- | --- | --- | --- | --- |", file=out)
+    best = None
+    for cname, _ in rows:
+        rr = res[cname]
+        w = [r["wall"] for r in rr]
+        ratio = statistics.median(x / y for x, y in zip(w, base))
+        med = lambda k: statistics.median(r[k] for r in rr)
+        print(f"| {cname} | {statistics.median(w):.3f} ({min(w):.3f}-{max(w):.3f}) | "
+              f"{med('user'):.3f} | {med('sys'):.3f} | {med('faults'):.0f} | "
+              f"{med('maxrss_kb') / 1024:.0f} | {ratio:.2f}x |", file=out)
+        if cname != rows[0][0] and (best is None or ratio < best[1]):
+            best = (cname, ratio)
+    if best:
+        verdict = "faster" if best[1] > 1 else "NOT faster"
+        print(f"\nlibhp-malloc is {verdict} than the fastest peer ({best[0]}): "
+              f"peer/libhp-malloc = {best[1]:.2f}x (paired median).", file=out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--bench", default="umap,realloc,mixed")
+    ap.add_argument("--proto", action="store_true", help="add the jemalloc prototype")
+    ap.add_argument("--only", default="", help="comma-separated configuration names")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    rows = configs(a.build, a.proto)
+    if a.only:
+        keep = a.only.split(",")
+        rows = [r for r in rows if r[0] in keep or r[0] == "libhp-malloc"]
+    bl = benches(a.build, a.bench.split(","))
+    res = {(b[0], c[0]): [] for b in bl for c in rows}
+    for b in bl:  # warm-up, untimed: libraries and pool pages warm for all
+        for cname, env in rows:
+            run_once(b[2], env)
+    for rnd in range(a.rounds):
+        for b in bl:
+            k = rnd % len(rows)
+            for cname, env in rows[k:] + rows[:k]:
+                res[(b[0], cname)].append(run_once(b[2], env))
+    for b in bl:
+        outs = {c: {r["out"] for r in res[(b[0], c)]} for c, _ in rows}
+        ref = outs.get("glibc", outs[rows[0][0]])
+        bad = [c for c, o in outs.items() if o != ref]
+        print(f"\n{b[0]}: output identical across configurations: "
+              f"{'yes' if not bad else 'NO: ' + ', '.join(bad)}")
+        report(b[0], b[1], rows, {c: res[(b[0], c)] for c, _ in rows}, a.rounds, sys.stdout)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({f"{k[0]}/{k[1]}": v for k, v in res.items()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+/*
+ * hpctl run [--backend NAME] [--page-size SIZE] [--report] [--] CMD [ARGS...]
+ *
+ * Runs an unmodified program with libhp-malloc.so: appends the library to
+ * LD_PRELOAD, passes the choices on as environment (HP_BACKENDS,
+ * HP_MALLOC_PAGE_SIZE), and with --report prints one line to stderr when
+ * the command has exited: what its malloc served from which backend and how
+ * much of it was huge, as libhp-malloc measured in the process's smaps
+ * (HP_MALLOC_STATS=line, written to a private file and read back here).
+ * Exits with the command's status (128 + signal number if it was killed).
+ *
+ * The library is found next to the libhp.so.1 this hpctl uses (installed:
+ * both in libdir; build tree: lib/malloc/ below it), or at
+ * HP_MALLOC_LIBRARY if set.
+ */
+#include <hp.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int hpctl_run(int argc, char **argv);
+
+static int run_usage(void)
+{
+    fprintf(stderr, "usage: hpctl run [--backend NAME] [--page-size SIZE] [--report] [--] "
+                    "CMD [ARGS...]\n");
+    return 2;
+}
+
+static int readable_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Where libhp-malloc.so is: beside libhp.so.1, or in the build tree's
+ * lib/malloc/. Returns 0 and fills out, or -1. */
+static int find_library(char *out, size_t cap)
+{
+    const char *env = getenv("HP_MALLOC_LIBRARY");
+    if (env && env[0]) {
+        if (env[0] != '/' || !readable_file(env) || strlen(env) >= cap)
+            return -1;
+        snprintf(out, cap, "%s", env);
+        return 0;
+    }
+    Dl_info info;
+    union {
+        const char *(*fn)(void);
+        void *p;
+    } sym = {.fn = hp_version_string};
+    if (!dladdr(sym.p, &info) || !info.dli_fname)
+        return -1;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dirlen = slash ? (int)(slash - info.dli_fname) : 1;
+    const char *dir = slash ? info.dli_fname : ".";
+    static const char *const where[] = {"libhp-malloc.so", "malloc/libhp-malloc.so"};
+    for (size_t i = 0; i < sizeof(where) / sizeof(*where); i++) {
+        int n = snprintf(out, cap, "%.*s/%s", dirlen, dir, where[i]);
+        if (n > 0 && (size_t)n < cap && readable_file(out) && out[0] == '/')
+            return 0;
+    }
+    return -1;
+}
+
+static int known_backend(const char *name)
+{
+    int32_t n = hp_backend_count();
+    for (int32_t i = 0; i < n; i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        if (hp_backend_get((uint32_t)i, &bi) == HP_OK && !strcmp(bi.name, name))
+            return 1;
+    }
+    return 0;
+}
+
+static int page_size_ok(const char *s)
+{
+    char *end;
+    if (s[0] < '0' || s[0] > '9')
+        return 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+                   : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift)
+        end++;
+    return !*end && v && v < (1ull << 40) && hp_page_size_flag((uint64_t)v << shift) != 0;
+}
+
+/* The report lines of every process of the command, one per process; the
+ * line of the command's own process is printed, the others counted. */
+static void print_report(int fd, pid_t child)
+{
+    char buf[16384];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0) {
+        fprintf(stderr, "hpctl run: no report (the command did not run libhp-malloc: "
+                        "statically linked, setuid, or exec failed)\n");
+        return;
+    }
+    buf[n] = '\0';
+    char mine[64];
+    snprintf(mine, sizeof(mine), "libhp-malloc: pid %d:", (int)child);
+    const char *own = NULL;
+    int others = 0;
+    for (char *line = buf, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        if (!own && !strncmp(line, mine, strlen(mine)))
+            own = line;
+        else if (!strncmp(line, "libhp-malloc: pid ", 18))
+            others++;
+    }
+    if (!own)
+        own = buf;  /* the command exec'd another program under the same pid */
+    fprintf(stderr, "hpctl run: %s", own + strlen("libhp-malloc: "));
+    if (others)
+        fprintf(stderr, " (+%d more processes)", others);
+    fputc('\n', stderr);
+}
+
+static int set_preload(const char *lib)
+{
+    const char *old = getenv("LD_PRELOAD");
+    if (!old || !old[0])
+        return setenv("LD_PRELOAD", lib, 1);
+    size_t len = strlen(old) + 1 + strlen(lib) + 1;
+    char *v = malloc(len);
+    if (!v)
+        return -1;
+    snprintf(v, len, "%s:%s", old, lib);
+    int rc = setenv("LD_PRELOAD", v, 1);
+    free(v);
+    return rc;
+}
+
+int hpctl_run(int argc, char **argv)
+{
+    const char *backend = NULL, *page_size = NULL;
+    int report = 0, i = 0;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(argv[i], "--report"))
+            report = 1;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+            backend = argv[++i];
+        else if (!strcmp(argv[i], "--page-size") && i + 1 < argc)
+            page_size = argv[++i];
+        else if (argv[i][0] == '-')
+            return run_usage();
+        else
+            break;
+    }
+    if (i >= argc)
+        return run_usage();
+    if (backend && !known_backend(backend)) {
+        fprintf(stderr, "hpctl run: unknown backend \"%s\" (hpctl status lists them)\n", backend);
+        return 2;
+    }
+    if (page_size && !page_size_ok(page_size)) {
+        fprintf(stderr, "hpctl run: --page-size \"%s\" is not a power of two from 4K "
+                        "(K/M/G suffix)\n", page_size);
+        return 2;
+    }
+    char lib[4096];
+    if (find_library(lib, sizeof(lib))) {
+        fprintf(stderr, "hpctl run: libhp-malloc.so not found next to libhp.so.1 "
+                        "(set HP_MALLOC_LIBRARY to its absolute path)\n");
+        return 2;
+    }
+    if (set_preload(lib))
+        return 2;
+    if (backend) {
+        /* Only this backend, and base pages when it cannot serve. */
+        char v[80];
+        snprintf(v, sizeof(v), strcmp(backend, "fallback") ? "%s,fallback" : "%s", backend);
+        setenv("HP_BACKENDS", v, 1);
+    }
+    if (page_size)
+        setenv("HP_MALLOC_PAGE_SIZE", page_size, 1);
+    if (!report) {
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "hpctl run: %s: %s\n", argv[i], strerror(errno));
+        return 127;
+    }
+    char path[] = "/tmp/hpctl-run.XXXXXX";
+    int fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "hpctl run: cannot create the report file: %s\n", strerror(errno));
+        return 2;
+    }
+    setenv("HP_MALLOC_STATS", "line", 1);
+    setenv("HP_MALLOC_STATS_FILE", path, 1);
+    /* Like system(3): the terminal's signals are the command's to handle. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGQUIT, SIG_DFL);
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "hpctl run: %s: %s\n", argv[i], strerror(errno));
+        _exit(127);
+    }
+    int status = 0, rc;
+    if (pid < 0) {
+        fprintf(stderr, "hpctl run: fork: %s\n", strerror(errno));
+        rc = 2;
+    } else {
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        print_report(fd, pid);
+    }
+    unlink(path);
+    close(fd);
+    return rc;
+}
