@@ -172,10 +172,9 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
             struct hp_explain_backend *e = &ex->backends[i];
             snprintf(e->name, sizeof(e->name), "%s", c->backends[i].name);
             e->kind = c->backends[i].kind;
-            e->loaded = c->backends[i].ops != NULL;
-            snprintf(e->reason, sizeof(e->reason), "%s", c->backends[i].reason);
-            if (e->loaded)
-                e->caps = caps[i];
+            e->loaded = 1;  /* refused files are never in the table (lib/loader.h) */
+            e->reason[0] = '\0';
+            e->caps = caps[i];
         }
     } else {
         n = hp_select(&sr, view, c->n, cand, HP_SELECT_MAX);
