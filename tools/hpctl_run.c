@@ -15,7 +15,6 @@
  */
 #include <hp.h>
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -41,8 +40,11 @@ static int readable_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Where libhp-malloc.so is: beside libhp.so.1, or in the build tree's
- * lib/malloc/. Returns 0 and fills out, or -1. */
+/* Where libhp-malloc.so is: HP_MALLOC_LIBRARY; else the build tree's
+ * lib/malloc/ when this hpctl runs from a build tree (tools/hpctl); else
+ * the installed library directory, beside libhp.so.1 (HPCTL_LIBDIR, set at
+ * build time: hpctl links the core statically, so no loaded libhp.so.1 can
+ * tell where that is). Returns 0 and fills out, or -1. */
 static int find_library(char *out, size_t cap)
 {
     const char *env = getenv("HP_MALLOC_LIBRARY");
@@ -52,23 +54,20 @@ static int find_library(char *out, size_t cap)
         snprintf(out, cap, "%s", env);
         return 0;
     }
-    Dl_info info;
-    union {
-        const char *(*fn)(void);
-        void *p;
-    } sym = {.fn = hp_version_string};
-    if (!dladdr(sym.p, &info) || !info.dli_fname)
-        return -1;
-    const char *slash = strrchr(info.dli_fname, '/');
-    int dirlen = slash ? (int)(slash - info.dli_fname) : 1;
-    const char *dir = slash ? info.dli_fname : ".";
-    static const char *const where[] = {"libhp-malloc.so", "malloc/libhp-malloc.so"};
-    for (size_t i = 0; i < sizeof(where) / sizeof(*where); i++) {
-        int n = snprintf(out, cap, "%.*s/%s", dirlen, dir, where[i]);
-        if (n > 0 && (size_t)n < cap && readable_file(out) && out[0] == '/')
-            return 0;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            int len = snprintf(out, cap, "%s/../lib/malloc/libhp-malloc.so", exe);
+            if (len > 0 && (size_t)len < cap && readable_file(out))
+                return 0;
+        }
     }
-    return -1;
+    int len = snprintf(out, cap, "%s/libhp-malloc.so", HPCTL_LIBDIR);
+    return len > 0 && (size_t)len < cap && readable_file(out) ? 0 : -1;
 }
 
 static int known_backend(const char *name)
@@ -177,7 +176,7 @@ int hpctl_run(int argc, char **argv)
     }
     char lib[4096];
     if (find_library(lib, sizeof(lib))) {
-        fprintf(stderr, "hpctl run: libhp-malloc.so not found next to libhp.so.1 "
+        fprintf(stderr, "hpctl run: libhp-malloc.so not found in the build tree or in " HPCTL_LIBDIR " "
                         "(set HP_MALLOC_LIBRARY to its absolute path)\n");
         return 2;
     }
