@@ -9,10 +9,11 @@
  * (HP_MALLOC_STATS=line, written to a private file and read back here).
  * Exits with the command's status (128 + signal number if it was killed).
  *
- * The library is found next to the libhp.so.1 this hpctl uses (installed:
- * both in libdir; build tree: lib/malloc/ below it), or at
- * HP_MALLOC_LIBRARY if set.
+ * The library is found at HP_MALLOC_LIBRARY if set, else in lib/malloc/ of
+ * the build tree this hpctl runs from, else in the installed libdir.
  */
+#include "hpctl.h"
+
 #include <hp.h>
 
 #include <errno.h>
@@ -24,8 +25,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-int hpctl_run(int argc, char **argv);
 
 static int run_usage(void)
 {
