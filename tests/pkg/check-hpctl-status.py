@@ -72,13 +72,14 @@ def check_now(label, checks):
 KNOBS = {"/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages": "4",
          f"{THP}/hugepages-64kB/enabled": "always"}
 checks = []
+import fcntl
+# The lock tests/support takes (support.c: knob_lock), same fallback: nobody
+# else changes knobs or pools between our reading /sys and hpctl's.
+lockdir = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+lock = open(f"{lockdir}/libhp-knobs.lock", "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
 check_now("as found", checks)
 if os.geteuid() == 0 and all(os.path.exists(k) for k in KNOBS):
-    import fcntl
-    # The lock tests/support takes (support.c: knob_lock), same fallback.
-    lockdir = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
-    lock = open(f"{lockdir}/libhp-knobs.lock", "a")
-    fcntl.flock(lock, fcntl.LOCK_EX)  # nobody else changes knobs meanwhile
     saved = {k: (mode(k) or read(k)) for k in KNOBS}
     try:
         for k, v in KNOBS.items():
