@@ -32,6 +32,7 @@ int hpctl_thp(int argc, char **argv);
 int hpctl_mthp(int argc, char **argv);
 int hpctl_explain(int argc, char **argv);
 int hpctl_watch(int argc, char **argv);
+int hpctl_run(int argc, char **argv);   /* hpctl_run.c: CMD under libhp-malloc.so */
 
 /* /proc or /sys path as hpctl reads and writes it: below HP_SYSFS_ROOT when
  * that is set (fabricated trees in tests), else path itself. */
