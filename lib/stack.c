@@ -205,7 +205,7 @@ static int32_t map_lean(uint64_t usable, uint64_t guard, struct hp_stack_map *m)
  * the usable range on the first huge page boundary at least a guard above
  * the start, and give the slack back. The guard stays a PROT_NONE part of the
  * reservation, below the boundary: no huge page ever contains it, so no
- * mprotect ever splits one (the trap of seed 002). */
+ * mprotect ever splits one (split_huge_pmd() on a VMA split, mm/huge_memory.c). */
 static int32_t map_huge(uint32_t kind, uint64_t usable, uint64_t guard, uint64_t huge,
                         struct hp_stack_map *m)
 {

@@ -1,5 +1,5 @@
 /*
- * bench/realloc: the realloc-growth loop of seed 001, one whole process per
+ * bench/realloc: a realloc-growth loop (doubling or 1.5x growth), one whole process per
  * measurement (run.py times it from outside with wait4):
  *
  *     for it in 1..iters:

@@ -2,7 +2,7 @@
  * bench/stacks — hp_stack_* against the stacks people make today.
  *
  *   rss    RSS of 128 idle threads: glibc's default stacks, a user-made
- *          2 MiB-aligned stack with its guard inside (the trap of seed 002),
+ *          2 MiB-aligned stack with its guard inside (THP=always fills it with huge pages),
  *          hp lean, hp huge; under THP=always and THP=madvise.
  *   start  time until 128 new threads have each touched 1 MiB of stack:
  *          glibc default and hp lean (4 KiB pages) against hp huge (THP and

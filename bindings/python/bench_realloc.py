@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The realloc-growth loop of issue 4, from Python: hp.Block.resize vs bytearray.
+"""The realloc-growth loop of bench/realloc, from Python: hp.Block.resize vs bytearray.
 
     ptr = NULL; old = 0
     for size = 4; size < 1 GiB; size *= growth:
