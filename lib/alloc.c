@@ -247,6 +247,9 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
             hp_fail(HP_ENOMEM, "out of memory for the block record");
             return NULL;
         }
+        /* Read before the map: a fork racing with it makes the block stale
+         * (lib/cache.h, hp_fork_gen), never the other way round. */
+        blk->gen = hp_fork_gen();
         int32_t rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
         /* The pool pages the cache holds may be the ones this map misses. */
         if (rc == HP_ENOMEM && b->kind == HP_KIND_HUGETLB &&
@@ -464,6 +467,13 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
         return rc;
     }
     int hugetlb = b->backend->kind == HP_KIND_HUGETLB;
+    /* hugetlb pages that existed at a fork may be shared with the child;
+     * growing could move them (mremap), and the owner's later copy-on-write
+     * fault then looks for the child's copy at the new address
+     * (mm/hugetlb.c unmap_ref_private unmaps by the faulting address). The
+     * block grows by copy into new memory instead; the old one is unmapped. */
+    if (hugetlb && b->gen != hp_fork_gen())
+        return HP_ENOTSUP;
     uint64_t span = b->m.map_len - (uint64_t)((char *)b->m.addr - (char *)b->m.map_addr);
     int32_t rc = HP_ENOTSUP;
     if (new_size > span) {

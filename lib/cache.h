@@ -81,8 +81,17 @@ uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size);
  * either); hugetlb pages are never swapped and fault in zeroed. */
 void hp_zero_reused(void *addr, uint64_t len, int hugetlb);
 
+/* The fork generation: a counter that every fork moves on, in the parent
+ * and in the child (pthread_atfork; the block and stack caches also move it
+ * in their own handlers, before their locks are released). Read it before
+ * mapping hugetlb memory and keep it with the mapping: memory whose
+ * generation is not the current one may be shared copy-on-write with
+ * another process, and is never cached or reused. */
+uint64_t hp_fork_gen(void);
+void hp_fork_gen_bump(void);
+
 /* Figures for tests and hpctl. */
-struct hp_cache_stats {
+struct hp_cache_figures {
     uint64_t bytes;       /* committed bytes cached now */
     uint64_t ranges;      /* cached ranges now */
     uint64_t hits;        /* allocations served from the cache */
@@ -92,7 +101,7 @@ struct hp_cache_stats {
     uint64_t limit;       /* bytes */
     uint64_t idle_ms;
 };
-void hp_cache_get_stats(struct hp_cache_stats *out);
+void hp_cache_get_figures(struct hp_cache_figures *out);
 
 /* Override HP_CACHE_MAX / HP_CACHE_IDLE_MS (tests); trims at once. */
 void hp_cache_set_limits(uint64_t max_bytes, uint64_t idle_ms);

@@ -144,7 +144,12 @@ class Block(_buffer.Exporter):
             self._attach(ptr, size)
 
     def close(self):
-        """Free the memory now. Does nothing if already closed.
+        """Free the block now (hp_free). Does nothing if already closed.
+
+        Huge-page memory of libhp's own backends goes to the cache of freed
+        huge pages for reuse, and back to the kernel after an idle bound (1 s
+        for hugetlb pool pages, 10 s otherwise) or on hp.cache_trim(); any
+        other memory is unmapped at once (hp._cache).
 
         Raises BufferError (and frees nothing) while views are alive.
         """

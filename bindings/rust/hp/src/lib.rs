@@ -31,12 +31,14 @@
 
 mod backend;
 mod block;
+mod cache;
 mod error;
 mod global;
 mod stack;
 
 pub use backend::{backends, reprobe, BackendInfo, BackendKind};
 pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo};
+pub use cache::{cache_stats, configure_cache, trim_cache, CacheConfig, CacheEntry, CacheStats};
 pub use error::{Error, ErrorKind, Result};
 pub use global::{HpAlloc, DEFAULT_THRESHOLD, MAX_ALIGN};
 pub use hp_sys as sys;
