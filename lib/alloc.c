@@ -410,6 +410,9 @@ static int32_t pointer_error(int32_t code, const void *p, const char *what)
         return hp_fail(code, "%s(%p): the block was already freed", what, p);
     case HP_EINTERIOR:
         return hp_fail(code, "%s(%p): pointer is inside a block, not at its start", what, p);
+    case HP_EINVAL:
+        return hp_fail(code, "%s(%p): another thread is resizing this block; it is unchanged",
+                       what, p);
     default:
         return hp_fail(code, "%s(%p): not a pointer returned by libhp", what, p);
     }
@@ -524,6 +527,14 @@ static int needs_move(struct hp_core *c, const struct hp_block *b, uint64_t new_
     return n > 0 && cand[0].page_size > base && b->m.len <= cand[0].page_size;
 }
 
+/* A resize that failed: b takes what work holds now (same address; the
+ * mapping may have grown by an adopted range) and stays the caller's. */
+static void keep_registered(struct hp_block *b, const struct hp_block *work)
+{
+    if (hp_registry_end(b, work) != HP_OK)
+        hp_log("hp_realloc: the block at %p lost its registry record", work->m.addr);
+}
+
 HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
 {
     if (!p)
@@ -540,16 +551,21 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     if (!c)
         return NULL;
     int32_t code;
-    struct hp_block *b = hp_registry_take(p, 0, &code);
+    /* The record stays registered while the block is resized, so hp_info(p)
+     * from another thread keeps describing it; the resize works on a copy
+     * and publishes it at the end (hp_registry_end). */
+    struct hp_block *b = hp_registry_begin(p, &code);
     if (!b) {
         pointer_error(code, p, "hp_realloc");
         return NULL;
     }
-    int32_t rc = needs_move(c, b, new_size, flags) ? HP_ENOTSUP : resize(b, new_size, flags);
+    struct hp_block work = *b;
+    int32_t rc = needs_move(c, &work, new_size, flags) ? HP_ENOTSUP
+                                                       : resize(&work, new_size, flags);
     if (rc == HP_OK) {
-        b->flags = flags;
-        b->requested_page_size = hp_flags_page_size(flags);
-        if (hp_registry_insert(b) == HP_OK)
+        work.flags = flags;
+        work.requested_page_size = hp_flags_page_size(flags);
+        if (hp_registry_end(b, &work) == HP_OK)
             return b->m.addr;
         /* Only possible if the registry never got its first bucket array;
          * the caller's p is gone, so the memory must not leak either. */
@@ -560,28 +576,35 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     /* The backend could not grow a huge-page block (its pool ran dry): the
      * whole block moves to another backend, with the one copy libhp ever
      * makes of a large block, unless the caller forbade leaving huge pages
-     * guaranteed by this backend. */
-    int stuck = rc == HP_ENOMEM && b->m.page_size > hp_os_page_size();
+     * guaranteed by this backend. A failed resize may still have changed
+     * the mapping (cached range adopted): the record takes it either way. */
+    int stuck = rc == HP_ENOMEM && work.m.page_size > hp_os_page_size();
     if (stuck && (flags & HP_F_REQUIRE_HUGE)) {
         char why[200];
         snprintf(why, sizeof(why), "%s", hp_last_error_detail());
-        hp_registry_insert(b);
+        keep_registered(b, &work);
         hp_fail(HP_ENOHUGE, "hp_realloc(%p, %zu): backend %s cannot grow the block (%s) and "
                 "HP_F_REQUIRE_HUGE forbids moving it elsewhere; the block is unchanged",
-                p, new_size, b->backend->name, why);
+                p, new_size, work.backend->name, why);
         return NULL;
     }
     if (stuck)
-        hp_backend_mark_stale(b->backend);
+        hp_backend_mark_stale(work.backend);
     /* Copy path: a new block, the contents, then the old block goes. The
      * new block is chosen by the flags alone, like any hp_alloc. */
     struct request r = {.len = new_size, .flags = flags};
     void *q = allocate(c, &r);
     if (!q) {
-        hp_registry_insert(b);  /* p stays valid, as realloc promises */
+        int32_t err = hp_last_error();
+        char why[300];
+        snprintf(why, sizeof(why), "%s", hp_last_error_detail());
+        keep_registered(b, &work);  /* p stays valid, as realloc promises */
+        hp_fail(err, "%s", why);
         return NULL;
     }
-    memcpy(q, b->m.addr, b->m.len < new_size ? b->m.len : new_size);
+    memcpy(q, work.m.addr, work.m.len < new_size ? work.m.len : new_size);
+    hp_registry_drop(b);
+    *b = work;
     if (stuck || retire(b) != HP_OK)
         release(b);  /* stuck: its pool pages are wanted elsewhere, not cached */
     return q;

@@ -17,6 +17,7 @@ struct hp_block {
      * Anonymous ranges of one lineage merge back into one VMA. */
     uint64_t origin;
     uint64_t gen;                 /* hp_fork_gen() when its pages were mapped (lib/cache.h) */
+    uint32_t busy;                /* an hp_realloc works on it (lib/registry.h) */
     uint32_t pinned;              /* 1: opts->backend named the backend: no promotion */
 };
 

@@ -80,7 +80,18 @@ void hp_fork_gen_bump(void)
  * the child instead (hugetlb_wp -> unmap_ref_private), whose next access,
  * a read included, is SIGBUS. Zeroing a reused range is such a write, so a
  * hugetlb range is only reused by the process and fork generation that
- * mapped it: older ones are released, never handed out. */
+ * mapped it: older ones are released, never handed out.
+ *
+ * The generation is read before a mapping is made and moves on in the
+ * atfork parent and child handlers, before the cache's locks are released:
+ * a mapping that raced with a fork is labelled stale (never the other way
+ * round), and no take can see a pre-fork range as current. The alternative,
+ * MADV_DONTFORK on cached hugetlb ranges (children never inherit them, so
+ * the parent could keep reusing them), costs two madvise calls and VMA
+ * splits on every put and take, the hot path of hp_realloc; the generation
+ * costs nothing until the process forks, and then the parent's cached
+ * hugetlb ranges are released (their pages are shared with the child until
+ * it lets them go). */
 static int stale(const struct hp_backend *be, uint64_t gen)
 {
     return be->kind == HP_KIND_HUGETLB && gen != atomic_load(&fork_gen);

@@ -60,17 +60,20 @@ static int status_of(pid_t pid)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Reserve exactly pages 2 MiB pages, or skip. */
+/* Exactly pages free 2 MiB pool pages, or skip. Pages that other processes
+ * hold stay theirs: the pool is sized around them. */
 static int pool_exactly(long pages)
 {
     if (!is_root()) {
         print_message("# not root: no hugetlb pool to size\n");
         return 0;
     }
-    long got = pool_set(HUGE_KB, (unsigned long)pages);
-    if (got != pages || pool_get(HUGE_KB, "free_hugepages") != pages) {
-        print_message("# pool of %ld pages not available (got %ld, %ld free)\n", pages, got,
-                      pool_get(HUGE_KB, "free_hugepages"));
+    long total = pool_get(HUGE_KB, "nr_hugepages"), free_now = pool_get(HUGE_KB, "free_hugepages");
+    long others = total >= 0 && free_now >= 0 ? total - free_now : 0;
+    long got = pool_set(HUGE_KB, (unsigned long)(others + pages));
+    if (got != others + pages || pool_get(HUGE_KB, "free_hugepages") != pages) {
+        print_message("# pool of %ld free pages not available (%ld in use elsewhere; got %ld, %ld "
+                      "free)\n", pages, others, got, pool_get(HUGE_KB, "free_hugepages"));
         return 0;
     }
     return 1;

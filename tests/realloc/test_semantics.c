@@ -260,7 +260,7 @@ static void limit_and_idle_release(void **state)
              (unsigned long long)st.bytes);
     RT_CHECK(!mapped(b, 4096) && !mapped(c, 4096) && mapped(d, 4096),
              "b and c released after idling, d kept");
-    /* HP_CACHE_MAX=0 (the test environment) turned it off until rt_cache. */
+    /* A limit of 0 turns the cache off. */
     rt_cache(0, 0);
     void *e = rt_alloc("thp-madvise", 2 * MIB, 0);
     RT_CHECK(hp_free(e) == HP_OK, "free");
