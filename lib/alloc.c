@@ -472,9 +472,12 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
     int hugetlb = b->backend->kind == HP_KIND_HUGETLB;
     /* hugetlb pages that existed at a fork may be shared with the child;
      * growing could move them (mremap), and the owner's later copy-on-write
-     * fault then looks for the child's copy at the new address
-     * (mm/hugetlb.c unmap_ref_private unmaps by the faulting address). The
-     * block grows by copy into new memory instead; the old one is unmapped. */
+     * fault with the pool empty then looks for the child's copy at the new
+     * address (mm/hugetlb.c hugetlb_wp -> unmap_ref_private unmaps by the
+     * faulting address), finds none and retries: on Linux 6.18 a parent
+     * writing pages it had moved after a fork hung in the kernel until it
+     * was killed. The block grows by copy into new memory instead; the old
+     * one is unmapped. */
     if (hugetlb && b->gen != hp_fork_gen())
         return HP_ENOTSUP;
     uint64_t span = b->m.map_len - (uint64_t)((char *)b->m.addr - (char *)b->m.map_addr);
@@ -554,19 +557,19 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     /* The record stays registered while the block is resized, so hp_info(p)
      * from another thread keeps describing it; the resize works on a copy
      * and publishes it at the end (hp_registry_end). */
-    struct hp_block *b = hp_registry_begin(p, &code);
+    struct hp_block work;
+    struct hp_block *b = hp_registry_begin(p, &code, &work);
     if (!b) {
         pointer_error(code, p, "hp_realloc");
         return NULL;
     }
-    struct hp_block work = *b;
     int32_t rc = needs_move(c, &work, new_size, flags) ? HP_ENOTSUP
                                                        : resize(&work, new_size, flags);
     if (rc == HP_OK) {
         work.flags = flags;
         work.requested_page_size = hp_flags_page_size(flags);
         if (hp_registry_end(b, &work) == HP_OK)
-            return b->m.addr;
+            return work.m.addr;  /* b may be another thread's to free already */
         /* Only possible if the registry never got its first bucket array;
          * the caller's p is gone, so the memory must not leak either. */
         release(b);

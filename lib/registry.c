@@ -186,15 +186,17 @@ struct hp_block *hp_registry_take(const void *p, int as_free, int32_t *code)
     return b;
 }
 
-struct hp_block *hp_registry_begin(const void *p, int32_t *code)
+struct hp_block *hp_registry_begin(const void *p, int32_t *code, struct hp_block *copy)
 {
     struct shard *s = shard_of(p);
     pthread_mutex_lock(&s->lock);
     struct hp_block **link = find(s, p);
     struct hp_block *b = link ? *link : NULL;
     *code = !b ? HP_EFOREIGN : b->busy ? HP_EINVAL : HP_OK;
-    if (*code == HP_OK)
+    if (*code == HP_OK) {
         b->busy = 1;
+        *copy = *b;
+    }
     pthread_mutex_unlock(&s->lock);
     if (!b)
         *code = classify_miss(p);

@@ -21,9 +21,10 @@ struct hp_block *hp_registry_take(const void *p, int as_free, int32_t *code);
 /* Start resizing the block at p: it stays registered (hp_info keeps
  * describing it as it was) but is marked busy, and a second hp_realloc or
  * an hp_free of p meanwhile fails with HP_EINVAL instead of racing. Returns
- * the record (the caller works on a copy) or NULL with *code as for
+ * the record and fills *copy (taken under the lock: the caller works on it)
+ * or NULL with *code as for
  * hp_registry_take, or HP_EINVAL when busy. */
-struct hp_block *hp_registry_begin(const void *p, int32_t *code);
+struct hp_block *hp_registry_begin(const void *p, int32_t *code, struct hp_block *copy);
 
 /* Finish a resize begun on b: b takes work's contents and is keyed by its
  * new address. Returns HP_OK, or HP_ENOMEM if b had to move to a shard

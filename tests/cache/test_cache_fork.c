@@ -344,7 +344,7 @@ static void parent_survives_fork_storm(void **state)
     (void)state;
     if (!pool_exactly(32))
         skip();
-    unsigned long forks = env_count("HPTEST_FORKS", 500), runs = env_count("HPTEST_RUNS", 1);
+    unsigned long forks = env_count("HPTEST_FORKS", 300), runs = env_count("HPTEST_RUNS", 1);
     for (unsigned long r = 0; r < runs; r++) {
         int st = run_in_child(case4_child, &forks);
         if (st)
