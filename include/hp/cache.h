@@ -82,6 +82,7 @@ struct hp_cache_stats_entry {
     uint64_t bytes;         /* usable bytes cached now */
     uint64_t ranges;        /* separate ranges they form */
 };
+#define HP_CACHE_STATS_ENTRY_INIT {{0}, 0, 0, 0}
 #define HP_CACHE_STATS_MAX_ENTRIES 16
 
 /* The cache now, and counters since the process started (a child starts
@@ -105,7 +106,7 @@ struct hp_cache_stats {
     struct hp_cache_stats_entry entries[HP_CACHE_STATS_MAX_ENTRIES];
 };
 #define HP_CACHE_STATS_INIT {sizeof(struct hp_cache_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    0, {{{0}, 0, 0, 0}}}
+    0, {HP_CACHE_STATS_ENTRY_INIT}}
 
 /* Fill stats. Returns HP_OK or HP_EINVAL (stats NULL or stats->size too
  * small). Thread-safe; the figures are a snapshot taken one backend at a

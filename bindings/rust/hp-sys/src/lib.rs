@@ -89,15 +89,22 @@ impl hp_cache_config {
     }
 }
 
-impl hp_cache_stats {
-    /// `HP_CACHE_STATS_INIT`: size set, everything else zero.
+impl hp_cache_stats_entry {
+    /// `HP_CACHE_STATS_ENTRY_INIT`: everything zero.
     pub const fn init() -> Self {
-        const NO_ENTRY: hp_cache_stats_entry = hp_cache_stats_entry {
+        hp_cache_stats_entry {
             backend: [0; 32],
             page_size: 0,
             bytes: 0,
             ranges: 0,
-        };
+        }
+    }
+}
+
+impl hp_cache_stats {
+    /// `HP_CACHE_STATS_INIT`: size set, everything else zero.
+    pub const fn init() -> Self {
+        const NO_ENTRY: hp_cache_stats_entry = hp_cache_stats_entry::init();
         hp_cache_stats {
             size: core::mem::size_of::<hp_cache_stats>() as u32,
             n_entries: 0,
