@@ -259,8 +259,9 @@ static void drop_idle(struct shard *s, struct hp_backend *be, uint64_t now, stru
 {
     uint64_t idle = bound_of(be);
     for (unsigned k = 0; k < atomic_load(&s->n);) {
+        /* A put after this caller read the clock may stamp later than now. */
         if (*nv < MAX_VICTIMS && (stale(be, s->r[k].gen) ||
-                                  (idle && now - s->r[k].stamp_ms >= idle)))
+                                  (idle && s->r[k].stamp_ms + idle <= now)))
             drop(s, k, be, v, nv);
         else
             k++;

@@ -234,7 +234,7 @@ static void *resizer(void *arg)
     (void)arg;
     unsigned char *p = atomic_load(&shared_block);
     /* Until the prober has asked often enough (bounded either way). */
-    for (int i = 0; i < 2000000 && atomic_load(&info_calls) < 20000; i++) {
+    for (int i = 0; i < 2000000 && atomic_load(&info_calls) < 5000; i++) {
         size_t n = (i & 1) ? 8 * MiB : 6 * MiB;
         unsigned char *q = hp_realloc(p, n, 0);
         if (q != p)
