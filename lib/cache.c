@@ -46,6 +46,9 @@ struct victim {
 static struct shard shards[HP_MAX_BACKENDS];
 static _Atomic uint64_t total, limit, idle_ms, pool_idle_ms, last_sweep_ms;
 static _Atomic uint64_t hits, misses, adopted_bytes, released_bytes, releases;
+/* Bytes taken out of a shard and not yet unmapped (another thread's release
+ * in progress): a flush waits for them. */
+static _Atomic uint64_t in_flight;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t fork_gen = 1;
 static pthread_once_t gen_once = PTHREAD_ONCE_INIT;
@@ -145,6 +148,7 @@ static void parent_after_fork(void)
 static void child_after_fork(void)
 {
     bump_gen();
+    in_flight = 0;  /* another parent thread's release: not ours to wait for */
     reaper_running = 0;
     reaper_joinable = 0;
     reaper_quit = 0;
@@ -219,6 +223,7 @@ static void release(const struct victim *v)
         hp_backend_mark_stale(v->be);  /* pool pages came back */
     atomic_fetch_add(&released_bytes, v->r.committed);
     atomic_fetch_add(&releases, 1);
+    atomic_fetch_sub(&in_flight, v->r.committed);
 }
 
 static void release_all(const struct victim *v, unsigned n)
@@ -234,6 +239,7 @@ static void drop(struct shard *s, unsigned k, struct hp_backend *be, struct vict
     unsigned n = atomic_load(&s->n);
     v[*nv].be = be;
     v[(*nv)++].r = s->r[k];
+    atomic_fetch_add(&in_flight, s->r[k].committed);
     atomic_fetch_sub(&total, s->r[k].committed);
     s->r[k] = s->r[n - 1];
     atomic_store(&s->n, n - 1);
@@ -622,7 +628,15 @@ uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size)
         pthread_mutex_unlock(&s->lock);
         release_all(v, nv);
     }
-    return bytes;
+    /* What the release thread (or another caller) took out before us is
+     * gone only once it is unmapped: a caller that flushes to free pool
+     * pages, or hp_cache_trim, must find them back. munmap is quick; wait. */
+    uint64_t pending = atomic_load(&in_flight);
+    for (unsigned spins = 0; atomic_load(&in_flight) && spins < 100000; spins++) {
+        struct timespec us = {0, 20000};
+        nanosleep(&us, NULL);
+    }
+    return bytes + pending;
 }
 
 uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size)
