@@ -13,5 +13,6 @@
 #include "hp/alloc.h"
 #include "hp/introspect.h"
 #include "hp/stack.h"
+#include "hp/cache.h"
 
 #endif /* HP_H */

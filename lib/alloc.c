@@ -258,6 +258,9 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
             hp_fail(HP_ENOMEM, "out of memory for the block record");
             return NULL;
         }
+        /* Read before the map: a fork racing with it makes the block stale
+         * (lib/cache.h, hp_fork_gen), never the other way round. */
+        blk->gen = hp_fork_gen();
         int32_t rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
         /* The pool pages the cache holds may be the ones this map misses. */
         if (rc == HP_ENOMEM && b->kind == HP_KIND_HUGETLB &&
@@ -445,6 +448,9 @@ static int32_t pointer_error(int32_t code, const void *p, const char *what)
         return hp_fail(code, "%s(%p): the block was already freed", what, p);
     case HP_EINTERIOR:
         return hp_fail(code, "%s(%p): pointer is inside a block, not at its start", what, p);
+    case HP_EINVAL:
+        return hp_fail(code, "%s(%p): another thread is resizing this block; it is unchanged",
+                       what, p);
     default:
         return hp_fail(code, "%s(%p): not a pointer returned by libhp", what, p);
     }
@@ -502,6 +508,16 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
         return rc;
     }
     int hugetlb = b->backend->kind == HP_KIND_HUGETLB;
+    /* hugetlb pages that existed at a fork may be shared with the child;
+     * growing could move them (mremap), and the owner's later copy-on-write
+     * fault with the pool empty then looks for the child's copy at the new
+     * address (mm/hugetlb.c hugetlb_wp -> unmap_ref_private unmaps by the
+     * faulting address), finds none and retries: on Linux 6.18 a parent
+     * writing pages it had moved after a fork hung in the kernel until it
+     * was killed. The block grows by copy into new memory instead; the old
+     * one is unmapped. */
+    if (hugetlb && b->gen != hp_fork_gen())
+        return HP_ENOTSUP;
     uint64_t span = b->m.map_len - (uint64_t)((char *)b->m.addr - (char *)b->m.map_addr);
     int32_t rc = HP_ENOTSUP;
     if (new_size > span) {
@@ -552,6 +568,14 @@ static int needs_move(struct hp_core *c, const struct hp_block *b, uint64_t new_
     return n > 0 && cand[0].page_size > base && b->m.len <= cand[0].page_size;
 }
 
+/* A resize that failed: b takes what work holds now (same address; the
+ * mapping may have grown by an adopted range) and stays the caller's. */
+static void keep_registered(struct hp_block *b, const struct hp_block *work)
+{
+    if (hp_registry_end(b, work) != HP_OK)
+        hp_log("hp_realloc: the block at %p lost its registry record", work->m.addr);
+}
+
 HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
 {
     if (!p)
@@ -568,17 +592,22 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     if (!c)
         return NULL;
     int32_t code;
-    struct hp_block *b = hp_registry_take(p, 0, &code);
+    /* The record stays registered while the block is resized, so hp_info(p)
+     * from another thread keeps describing it; the resize works on a copy
+     * and publishes it at the end (hp_registry_end). */
+    struct hp_block work;
+    struct hp_block *b = hp_registry_begin(p, &code, &work);
     if (!b) {
         pointer_error(code, p, "hp_realloc");
         return NULL;
     }
-    int32_t rc = needs_move(c, b, new_size, flags) ? HP_ENOTSUP : resize(b, new_size, flags);
+    int32_t rc = needs_move(c, &work, new_size, flags) ? HP_ENOTSUP
+                                                       : resize(&work, new_size, flags);
     if (rc == HP_OK) {
-        b->flags = flags;
-        b->requested_page_size = hp_flags_page_size(flags);
-        if (hp_registry_insert(b) == HP_OK)
-            return b->m.addr;
+        work.flags = flags;
+        work.requested_page_size = hp_flags_page_size(flags);
+        if (hp_registry_end(b, &work) == HP_OK)
+            return work.m.addr;  /* b may be another thread's to free already */
         /* Only possible if the registry never got its first bucket array;
          * the caller's p is gone, so the memory must not leak either. */
         release(b);
@@ -588,28 +617,35 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     /* The backend could not grow a huge-page block (its pool ran dry): the
      * whole block moves to another backend, with the one copy libhp ever
      * makes of a large block, unless the caller forbade leaving huge pages
-     * guaranteed by this backend. */
-    int stuck = rc == HP_ENOMEM && b->m.page_size > hp_os_page_size();
+     * guaranteed by this backend. A failed resize may still have changed
+     * the mapping (cached range adopted): the record takes it either way. */
+    int stuck = rc == HP_ENOMEM && work.m.page_size > hp_os_page_size();
     if (stuck && (flags & HP_F_REQUIRE_HUGE)) {
         char why[200];
         snprintf(why, sizeof(why), "%s", hp_last_error_detail());
-        hp_registry_insert(b);
+        keep_registered(b, &work);
         hp_fail(HP_ENOHUGE, "hp_realloc(%p, %zu): backend %s cannot grow the block (%s) and "
                 "HP_F_REQUIRE_HUGE forbids moving it elsewhere; the block is unchanged",
-                p, new_size, b->backend->name, why);
+                p, new_size, work.backend->name, why);
         return NULL;
     }
     if (stuck)
-        hp_backend_mark_stale(b->backend);
+        hp_backend_mark_stale(work.backend);
     /* Copy path: a new block, the contents, then the old block goes. The
      * new block is chosen by the flags alone, like any hp_alloc. */
     struct request r = {.len = new_size, .flags = flags};
     void *q = allocate(c, &r);
     if (!q) {
-        hp_registry_insert(b);  /* p stays valid, as realloc promises */
+        int32_t err = hp_last_error();
+        char why[300];
+        snprintf(why, sizeof(why), "%s", hp_last_error_detail());
+        keep_registered(b, &work);  /* p stays valid, as realloc promises */
+        hp_fail(err, "%s", why);
         return NULL;
     }
-    memcpy(q, b->m.addr, b->m.len < new_size ? b->m.len : new_size);
+    memcpy(q, work.m.addr, work.m.len < new_size ? work.m.len : new_size);
+    hp_registry_drop(b);
+    *b = work;
     if (stuck || retire(b) != HP_OK)
         release(b);  /* stuck: its pool pages are wanted elsewhere, not cached */
     return q;

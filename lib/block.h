@@ -16,6 +16,8 @@ struct hp_block {
      * maps or moves it, inherited by ranges carved from it (lib/cache.h).
      * Anonymous ranges of one lineage merge back into one VMA. */
     uint64_t origin;
+    uint64_t gen;                 /* hp_fork_gen() when its pages were mapped (lib/cache.h) */
+    uint32_t busy;                /* an hp_realloc works on it (lib/registry.h) */
     uint32_t pinned;              /* 1: opts->backend named the backend: no promotion */
 };
 

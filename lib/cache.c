@@ -1,11 +1,18 @@
 #include "cache.h"
+#include "hp/cache.h"
+#include "hp/errors.h"
 #include "backend_util.h"
+#include "error.h"
 #include "loader.h"
 #include "options.h"
 #include "os.h"
+#include "stack.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,6 +28,7 @@ struct range {
     uint64_t page_size;
     uint64_t origin;
     uint64_t stamp_ms;    /* last freed into or merged */
+    uint64_t gen;         /* fork generation of its pages (hp_fork_gen) */
 };
 
 /* One shard per backend: allocations only look at their candidates'. */
@@ -36,34 +44,119 @@ struct victim {
 };
 
 static struct shard shards[HP_MAX_BACKENDS];
-static _Atomic uint64_t total, limit, idle_ms, last_sweep_ms;
-static _Atomic uint64_t hits, misses, adopted_bytes, released_bytes;
+static _Atomic uint64_t total, limit, idle_ms, pool_idle_ms, last_sweep_ms;
+static _Atomic uint64_t hits, misses, adopted_bytes, released_bytes, releases;
+/* Bytes taken out of a shard and not yet unmapped (another thread's release
+ * in progress): a flush waits for them. */
+static _Atomic uint64_t in_flight;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t fork_gen = 1;
+static pthread_once_t gen_once = PTHREAD_ONCE_INIT;
+
+static void bump_gen(void)
+{
+    atomic_fetch_add(&fork_gen, 1);
+}
+
+static void gen_init(void)
+{
+    pthread_atfork(NULL, bump_gen, bump_gen);
+}
+
+uint64_t hp_fork_gen(void)
+{
+    pthread_once(&gen_once, gen_init);
+    return atomic_load(&fork_gen);
+}
+
+void hp_fork_gen_bump(void)
+{
+    bump_gen();
+}
+
+/* Private hugetlb pages that existed at a fork are shared copy-on-write
+ * with the child, and their reservations stay with the parent's VMAs
+ * (Documentation/mm/hugetlbfs_reserv.rst; mm/hugetlb.c
+ * hugetlb_dup_vma_private clears the child's). A write to such a page by
+ * anyone needs a fresh pool page: the child (no reservation) gets SIGBUS
+ * when there is none, and the parent as the owner takes the page away from
+ * the child instead (hugetlb_wp -> unmap_ref_private), whose next access,
+ * a read included, is SIGBUS. Zeroing a reused range is such a write, so a
+ * hugetlb range is only reused by the process and fork generation that
+ * mapped it: older ones are released, never handed out.
+ *
+ * The generation is read before a mapping is made and moves on in the
+ * atfork parent and child handlers, before the cache's locks are released:
+ * a mapping that raced with a fork is labelled stale (never the other way
+ * round), and no take can see a pre-fork range as current. The alternative,
+ * MADV_DONTFORK on cached hugetlb ranges (children never inherit them, so
+ * the parent could keep reusing them), costs two madvise calls and VMA
+ * splits on every put and take, the hot path of hp_realloc; the generation
+ * costs nothing until the process forks, and then the parent's cached
+ * hugetlb ranges are released (their pages are shared with the child until
+ * it lets them go). */
+static int stale(const struct hp_backend *be, uint64_t gen)
+{
+    return be->kind == HP_KIND_HUGETLB && gen != atomic_load(&fork_gen);
+}
+
+/* The release thread (reap): started by a put when the cache holds memory
+ * and none runs, gone when the cache is empty. */
+static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reaper_wake;
+static pthread_t reaper;
+static int reaper_joinable, reaper_quit;
+static uint64_t reaper_failed_ms;
+static _Atomic int reaper_running;
 
 static void lock_all(void)
 {
     for (int i = 0; i < HP_MAX_BACKENDS; i++)
         pthread_mutex_lock(&shards[i].lock);
+    pthread_mutex_lock(&reaper_lock);
 }
 
 static void unlock_all(void)
 {
+    pthread_mutex_unlock(&reaper_lock);
     for (int i = HP_MAX_BACKENDS - 1; i >= 0; i--)
         pthread_mutex_unlock(&shards[i].lock);
 }
 
-/* After fork the cached hugetlb pages are shared copy-on-write with the
- * parent, and the parent owns their reservations: a write in the child needs
- * a fresh pool page and raises SIGBUS when the pool is empty. The child gives
- * them up (unmapping only its own view) rather than hand them out. */
+static void init_wake(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&reaper_wake, &a);
+    pthread_condattr_destroy(&a);
+}
+
+/* The generation moves on before any lock is released, so no take after
+ * the fork can see a range from before it as current. */
+static void parent_after_fork(void)
+{
+    bump_gen();
+    unlock_all();
+}
+
+/* The child starts with an empty cache. What it inherited is the parent's
+ * memory, shared copy-on-write: hugetlb ranges cannot be written without
+ * unreserved pool pages (stale, above), and reusing the others would copy
+ * every page anyway. Unmapping drops only the child's view. The parent's
+ * release thread does not exist here; the next put starts one. */
 static void child_after_fork(void)
 {
+    bump_gen();
+    in_flight = 0;  /* another parent thread's release: not ours to wait for */
+    reaper_running = 0;
+    reaper_joinable = 0;
+    reaper_quit = 0;
+    init_wake();
     unlock_all();
     for (unsigned i = 0; i < HP_MAX_BACKENDS; i++) {
         struct shard *s = &shards[i];
         unsigned n = atomic_load(&s->n);
-        if (!n || hp_core()->backends[i].kind != HP_KIND_HUGETLB)
-            continue;
         for (unsigned k = 0; k < n; k++) {
             hp_os_unmap((void *)s->r[k].start, s->r[k].cap);
             atomic_fetch_sub(&total, s->r[k].committed);
@@ -79,7 +172,10 @@ static void init(void)
     const struct hp_options *o = hp_options();
     atomic_store(&limit, o->error == 0 ? o->cache_max : 0);
     atomic_store(&idle_ms, o->cache_idle_ms);
-    pthread_atfork(lock_all, unlock_all, child_after_fork);
+    atomic_store(&pool_idle_ms, o->cache_pool_idle_ms);
+    init_wake();
+    pthread_once(&gen_once, gen_init);
+    pthread_atfork(lock_all, parent_after_fork, child_after_fork);
 }
 
 static uint64_t now_ms(void)
@@ -126,6 +222,8 @@ static void release(const struct victim *v)
     if (v->be->kind == HP_KIND_HUGETLB)
         hp_backend_mark_stale(v->be);  /* pool pages came back */
     atomic_fetch_add(&released_bytes, v->r.committed);
+    atomic_fetch_add(&releases, 1);
+    atomic_fetch_sub(&in_flight, v->r.committed);
 }
 
 static void release_all(const struct victim *v, unsigned n)
@@ -141,6 +239,7 @@ static void drop(struct shard *s, unsigned k, struct hp_backend *be, struct vict
     unsigned n = atomic_load(&s->n);
     v[*nv].be = be;
     v[(*nv)++].r = s->r[k];
+    atomic_fetch_add(&in_flight, s->r[k].committed);
     atomic_fetch_sub(&total, s->r[k].committed);
     s->r[k] = s->r[n - 1];
     atomic_store(&s->n, n - 1);
@@ -153,15 +252,22 @@ static void remove_range(struct shard *s, unsigned k)
     atomic_store(&s->n, n - 1);
 }
 
-/* Ranges idle for too long leave (lock held). */
+/* How long a range of be may stay idle; 0: as long as the limit allows. */
+static uint64_t bound_of(const struct hp_backend *be)
+{
+    return atomic_load(be->kind == HP_KIND_HUGETLB ? &pool_idle_ms : &idle_ms);
+}
+
+/* Ranges idle for too long, and hugetlb ranges from before a fork, leave
+ * (lock held). */
 static void drop_idle(struct shard *s, struct hp_backend *be, uint64_t now, struct victim *v,
                       unsigned *nv)
 {
-    uint64_t idle = atomic_load(&idle_ms);
-    if (!idle)
-        return;
+    uint64_t idle = bound_of(be);
     for (unsigned k = 0; k < atomic_load(&s->n);) {
-        if (now - s->r[k].stamp_ms >= idle && *nv < MAX_VICTIMS)
+        /* A put after this caller read the clock may stamp later than now. */
+        if (*nv < MAX_VICTIMS && (stale(be, s->r[k].gen) ||
+                                  (idle && s->r[k].stamp_ms + idle <= now)))
             drop(s, k, be, v, nv);
         else
             k++;
@@ -208,24 +314,122 @@ static void trim_to(uint64_t max)
     }
 }
 
-/* Every shard's idle ranges, at most four times per idle period. */
-static void sweep(uint64_t now)
+/* Release every expired range (drop_idle) of every shard, one lock at a
+ * time. Returns when the next one expires (UINT64_MAX: none will). */
+static uint64_t release_expired(uint64_t now)
 {
-    uint64_t idle = atomic_load(&idle_ms), last = atomic_load(&last_sweep_ms);
-    if (!idle || now - last < idle / 4 + 1 ||
-        !atomic_compare_exchange_strong(&last_sweep_ms, &last, now))
-        return;
+    uint64_t next = UINT64_MAX;
     for (int i = 0; i < HP_MAX_BACKENDS; i++) {
         struct shard *s = &shards[i];
         if (!atomic_load(&s->n))
             continue;
+        struct hp_backend *be = backend_at((unsigned)i);
         struct victim v[MAX_VICTIMS];
         unsigned nv = 0;
         pthread_mutex_lock(&s->lock);
-        drop_idle(s, backend_at((unsigned)i), now, v, &nv);
+        drop_idle(s, be, now, v, &nv);
+        uint64_t idle = bound_of(be);
+        for (unsigned k = 0; idle && k < atomic_load(&s->n); k++)
+            if (s->r[k].stamp_ms + idle < next)
+                next = s->r[k].stamp_ms + idle;
         pthread_mutex_unlock(&s->lock);
         release_all(v, nv);
     }
+    return next;
+}
+
+/* Idle release runs while idle bounds are set and memory is cached. */
+static int want_reaper(void)
+{
+    return atomic_load(&total) && (atomic_load(&idle_ms) || atomic_load(&pool_idle_ms));
+}
+
+/* The release thread. It sleeps until the next range expires, but at most
+ * half the shortest bound, so a range cached meanwhile waits at most that
+ * much past its own bound; puts never wake it (no lock on their path). */
+static void *reap(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&reaper_lock);
+    for (;;) {
+        if (reaper_quit)
+            break;
+        pthread_mutex_unlock(&reaper_lock);
+        uint64_t now = now_ms(), next = release_expired(now);
+        pthread_mutex_lock(&reaper_lock);
+        if (reaper_quit)
+            break;
+        if (!want_reaper()) {
+            /* A put that added memory meanwhile either sees running == 0
+             * and starts a thread, or is seen here (both are seq_cst). */
+            atomic_store(&reaper_running, 0);
+            if (!want_reaper())
+                break;
+            atomic_store(&reaper_running, 1);
+            continue;
+        }
+        uint64_t a = atomic_load(&idle_ms), b = atomic_load(&pool_idle_ms);
+        uint64_t nap = (a && b ? (a < b ? a : b) : a + b) / 2 + 1;
+        uint64_t due = next <= now ? now : next - now < nap ? next : now + nap;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t wait_ms = due > now ? due - now : 0;
+        ts.tv_sec += (time_t)(wait_ms / 1000);
+        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&reaper_wake, &reaper_lock, &ts);
+    }
+    atomic_store(&reaper_running, 0);
+    pthread_mutex_unlock(&reaper_lock);
+    return NULL;
+}
+
+/* Start the release thread if the cache needs one and none runs. It blocks
+ * every signal (the process's handlers never run on it) and is joinable
+ * only so that unloading libhp can wait for it (cache_fini). */
+static void ensure_reaper(void)
+{
+    if (atomic_load(&reaper_running) || !want_reaper())
+        return;
+    pthread_mutex_lock(&reaper_lock);
+    uint64_t now = now_ms();
+    if (!atomic_load(&reaper_running) && !reaper_quit && want_reaper() &&
+        (!reaper_failed_ms || now - reaper_failed_ms >= 1000)) {
+        if (reaper_joinable)
+            pthread_join(reaper, NULL);  /* it has left its loop: returns at once */
+        reaper_joinable = 0;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        atomic_store(&reaper_running, 1);
+        if (pthread_create(&reaper, NULL, reap, NULL) == 0) {
+            reaper_joinable = 1;
+            reaper_failed_ms = 0;
+        } else {
+            atomic_store(&reaper_running, 0);
+            reaper_failed_ms = now;  /* retried at most once a second */
+            hp_log("cache: cannot start the release thread; idle memory is released by "
+                   "later cache operations");
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&reaper_lock);
+}
+
+/* Every shard's idle ranges, at most four times per shortest idle period:
+ * the release thread's work, done by cache operations too (in case it
+ * could not be started). */
+static void sweep(uint64_t now)
+{
+    uint64_t a = atomic_load(&idle_ms), b = atomic_load(&pool_idle_ms);
+    uint64_t idle = a && b ? (a < b ? a : b) : a + b, last = atomic_load(&last_sweep_ms);
+    if (!idle || now - last < idle / 4 + 1 ||
+        !atomic_compare_exchange_strong(&last_sweep_ms, &last, now))
+        return;
+    release_expired(now);
 }
 
 /* Join r with its neighbours of the same lineage (lock held): the ranges of
@@ -235,7 +439,7 @@ static int merge(struct shard *s, const struct range *r, uint64_t now)
     int into = -1;
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         struct range *e = &s->r[k];
-        if (e->origin != r->origin || e->page_size != r->page_size)
+        if (e->origin != r->origin || e->page_size != r->page_size || e->gen != r->gen)
             continue;
         if (e->start + e->cap == r->start && e->cap == e->committed) {
             e->committed += r->committed;
@@ -251,7 +455,7 @@ static int merge(struct shard *s, const struct range *r, uint64_t now)
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         struct range *e = &s->r[k];
         if ((int)k == into || e->origin != r->origin || e->page_size != r->page_size ||
-            e->start != joined.start + joined.cap)
+            e->gen != r->gen || e->start != joined.start + joined.cap)
             continue;
         if (into < 0) {
             e->start = joined.start;
@@ -275,11 +479,11 @@ int hp_cache_put(struct hp_block *b)
     unsigned index;
     struct shard *s = shard_of(b->backend, &index);
     uint64_t max = atomic_load(&limit), committed = hpb_committed(&b->m);
-    if (!s || committed > max)
+    if (!s || committed > max || stale(b->backend, b->gen))
         return 0;
     uint64_t now = now_ms();
     struct range r = {(uintptr_t)b->m.map_addr, committed, b->m.map_len, b->m.page_size, b->origin,
-                      now};
+                      now, b->gen};
     struct victim v[MAX_VICTIMS];
     unsigned nv = 0;
     pthread_mutex_lock(&s->lock);
@@ -297,6 +501,7 @@ int hp_cache_put(struct hp_block *b)
     free(b);
     trim_to(max);
     sweep(now);
+    ensure_reaper();
     return 1;
 }
 
@@ -317,7 +522,7 @@ int32_t hp_cache_take(struct hp_backend *be, uint64_t page_size, uint64_t len,
     int best = -1;
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         const struct range *e = &s->r[k];
-        if (e->page_size != page_size || e->committed < need)
+        if (e->page_size != page_size || e->committed < need || stale(be, e->gen))
             continue;
         if (best < 0 || e->committed < s->r[best].committed ||
             (e->committed == s->r[best].committed && e->stamp_ms > s->r[best].stamp_ms))
@@ -335,6 +540,7 @@ int32_t hp_cache_take(struct hp_backend *be, uint64_t page_size, uint64_t len,
     b->m.len = need;
     b->m.page_size = page_size;
     b->origin = e->origin;
+    b->gen = e->gen;
     uint64_t taken;
     if (e->committed > extent) {
         taken = extent;
@@ -376,7 +582,8 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
     pthread_mutex_lock(&s->lock);
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         struct range *e = &s->r[k];
-        if (e->start != end || e->origin != b->origin || e->page_size != ps)
+        if (e->start != end || e->origin != b->origin || e->page_size != ps ||
+            stale(b->backend, e->gen))
             continue;
         if (e->committed > want) {
             got = want;
@@ -421,7 +628,15 @@ uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size)
         pthread_mutex_unlock(&s->lock);
         release_all(v, nv);
     }
-    return bytes;
+    /* What the release thread (or another caller) took out before us is
+     * gone only once it is unmapped: a caller that flushes to free pool
+     * pages, or hp_cache_trim, must find them back. munmap is quick; wait. */
+    uint64_t pending = atomic_load(&in_flight);
+    for (unsigned spins = 0; atomic_load(&in_flight) && spins < 100000; spins++) {
+        struct timespec us = {0, 20000};
+        nanosleep(&us, NULL);
+    }
+    return bytes + pending;
 }
 
 uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size)
@@ -476,7 +691,7 @@ void hp_zero_reused(void *addr, uint64_t len, int hugetlb)
     }
 }
 
-void hp_cache_get_stats(struct hp_cache_stats *out)
+void hp_cache_get_figures(struct hp_cache_figures *out)
 {
     pthread_once(&once, init);
     uint64_t ranges = 0;
@@ -492,15 +707,135 @@ void hp_cache_get_stats(struct hp_cache_stats *out)
     out->idle_ms = atomic_load(&idle_ms);
 }
 
-void hp_cache_set_limits(uint64_t max_bytes, uint64_t idle)
+static void set_limits(uint64_t max_bytes, uint64_t idle, uint64_t pool_idle)
 {
     pthread_once(&once, init);
     atomic_store(&limit, max_bytes);
     atomic_store(&idle_ms, idle);
+    atomic_store(&pool_idle_ms, pool_idle);
     trim_to(max_bytes);
+    release_expired(now_ms());
+    ensure_reaper();
+}
+
+void hp_cache_set_limits(uint64_t max_bytes, uint64_t idle)
+{
+    set_limits(max_bytes, idle, idle);
 }
 
 void hp_cache_count_miss(void)
 {
     atomic_fetch_add_explicit(&misses, 1, memory_order_relaxed);
+}
+
+HP_EXTERN(int32_t) hp_cache_configure(const struct hp_cache_config *cfg)
+{
+    const size_t min_cfg = offsetof(struct hp_cache_config, pool_idle_ms) +
+                           sizeof(cfg->pool_idle_ms);
+    if (!cfg)
+        return hp_fail(HP_EINVAL, "hp_cache_configure: cfg is NULL");
+    if (cfg->size < min_cfg)
+        return hp_fail(HP_EINVAL, "hp_cache_configure: cfg->size is %u, expected at least %zu",
+                       cfg->size, min_cfg);
+    if (cfg->reserved)
+        return hp_fail(HP_EINVAL, "hp_cache_configure: cfg->reserved must be 0");
+    if (cfg->max_bytes > HP_CACHE_MAX_BYTES)
+        return hp_fail(HP_ERANGE, "hp_cache_configure: max_bytes %llu is above %llu",
+                       (unsigned long long)cfg->max_bytes,
+                       (unsigned long long)HP_CACHE_MAX_BYTES);
+    if (cfg->idle_ms > HP_CACHE_MAX_IDLE_MS || cfg->pool_idle_ms > HP_CACHE_MAX_IDLE_MS)
+        return hp_fail(HP_ERANGE, "hp_cache_configure: idle_ms %llu / pool_idle_ms %llu: at "
+                       "most %u", (unsigned long long)cfg->idle_ms,
+                       (unsigned long long)cfg->pool_idle_ms, HP_CACHE_MAX_IDLE_MS);
+    set_limits(cfg->max_bytes, cfg->idle_ms, cfg->pool_idle_ms);
+    return HP_OK;
+}
+
+HP_EXTERN(int32_t) hp_cache_trim(void)
+{
+    hp_cache_flush(NULL, 0);
+    return hp_stack_cache_trim();
+}
+
+/* The entry of out for backend i and page size ps, added if there is room. */
+static struct hp_cache_stats_entry *entry_for(struct hp_cache_stats *out, unsigned i,
+                                              uint64_t ps)
+{
+    const char *name = backend_at(i)->name;
+    for (uint32_t e = 0; e < out->n_entries; e++)
+        if (out->entries[e].page_size == ps && !strcmp(out->entries[e].backend, name))
+            return &out->entries[e];
+    if (out->n_entries == HP_CACHE_STATS_MAX_ENTRIES)
+        return NULL;
+    struct hp_cache_stats_entry *e = &out->entries[out->n_entries++];
+    snprintf(e->backend, sizeof(e->backend), "%s", name ? name : "");
+    e->page_size = ps;
+    return e;
+}
+
+HP_EXTERN(int32_t) hp_cache_get_stats(struct hp_cache_stats *stats)
+{
+    const size_t min_stats = offsetof(struct hp_cache_stats, entries);
+    if (!stats)
+        return hp_fail(HP_EINVAL, "hp_cache_get_stats: stats is NULL");
+    if (stats->size < min_stats)
+        return hp_fail(HP_EINVAL, "hp_cache_get_stats: stats->size is %u, expected at least "
+                       "%zu", stats->size, min_stats);
+    pthread_once(&once, init);
+    struct hp_cache_stats full;
+    memset(&full, 0, sizeof(full));
+    full.size = stats->size;
+    for (unsigned i = 0; i < HP_MAX_BACKENDS; i++) {
+        struct shard *s = &shards[i];
+        if (!atomic_load(&s->n))
+            continue;
+        pthread_mutex_lock(&s->lock);
+        for (unsigned k = 0; k < atomic_load(&s->n); k++) {
+            struct hp_cache_stats_entry *e = entry_for(&full, i, s->r[k].page_size);
+            full.bytes += s->r[k].committed;
+            full.ranges++;
+            if (e) {
+                e->bytes += s->r[k].committed;
+                e->ranges++;
+            }
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    full.hits = atomic_load(&hits);
+    full.misses = atomic_load(&misses);
+    full.releases = atomic_load(&releases);
+    full.released_bytes = atomic_load(&released_bytes);
+    full.adopted_bytes = atomic_load(&adopted_bytes);
+    full.max_bytes = atomic_load(&limit);
+    full.idle_ms = atomic_load(&idle_ms);
+    full.pool_idle_ms = atomic_load(&pool_idle_ms);
+    full.reaper_running = (uint32_t)atomic_load(&reaper_running);
+    memcpy(stats, &full, stats->size < sizeof(full) ? stats->size : sizeof(full));
+    return HP_OK;
+}
+
+/* Unloading libhp (dlclose) must not leave the release thread running code
+ * that is about to be unmapped, nor the cached ranges mapped. At exit the
+ * thread is waiting on its condition variable and leaves at once; the wait
+ * is bounded in any case, so exit is never held up. */
+__attribute__((destructor)) static void cache_fini(void)
+{
+    pthread_mutex_lock(&reaper_lock);
+    reaper_quit = 1;
+    int joinable = reaper_joinable;
+    reaper_joinable = 0;
+    pthread_cond_broadcast(&reaper_wake);
+    pthread_mutex_unlock(&reaper_lock);
+    if (joinable) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 200 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_timedjoin_np(reaper, NULL, &until);
+    }
+    if (atomic_load(&total))
+        hp_cache_flush(NULL, 0);
 }

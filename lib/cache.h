@@ -16,14 +16,15 @@
  * happens in whole pages from page-aligned starts, so huge pages are never
  * shared by two blocks.
  *
- * Limit and release policy:
+ * Limit and release policy (the public contract is hp/cache.h):
  *   - at most HP_CACHE_MAX bytes are kept (default 1 GiB, at most an eighth
  *     of the RAM; 0 disables the cache); a put above the limit releases the
  *     least recently freed ranges first, and a block larger than the limit
  *     is released at once;
- *   - a range idle (not freed into or merged) for HP_CACHE_IDLE_MS (default
- *     10 s) is released at the next cache operation of any thread; there is
- *     no background thread, so an idle process keeps at most the limit;
+ *   - a range idle (not freed into or merged) for HP_CACHE_POOL_IDLE_MS
+ *     (hugetlb, default 1 s) or HP_CACHE_IDLE_MS (others, default 10 s) is
+ *     released by the release thread (cache.c, reap), which runs only while
+ *     the cache holds memory, and by any cache operation;
  *   - a hugetlb map or growth that the pool cannot serve first releases the
  *     cached ranges of that backend (their pages go back to the pool), and
  *     the selection counts cached hugetlb pages as free pool pages.
@@ -32,10 +33,9 @@
  *
  * Thread-safety: one lock per backend, never held across a syscall; ranges
  * are released after the lock is dropped. Fork-safety: pthread_atfork holds
- * every lock across fork, so the child inherits a consistent cache (and the
- * cached memory, copy-on-write like every block) — except cached hugetlb
- * ranges, which the child unmaps: writing them would need pool pages the
- * child has no reservation for (SIGBUS when the pool is empty).
+ * every lock across fork. hugetlb memory from before a fork (fork generation,
+ * hp_fork_gen) is never reused in either process: see cache.c, stale. The
+ * child unmaps everything it inherited and starts with an empty cache.
  */
 #ifndef HP_LIB_CACHE_H
 #define HP_LIB_CACHE_H
@@ -81,8 +81,17 @@ uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size);
  * either); hugetlb pages are never swapped and fault in zeroed. */
 void hp_zero_reused(void *addr, uint64_t len, int hugetlb);
 
+/* The fork generation: a counter that every fork moves on, in the parent
+ * and in the child (pthread_atfork; the block and stack caches also move it
+ * in their own handlers, before their locks are released). Read it before
+ * mapping hugetlb memory and keep it with the mapping: memory whose
+ * generation is not the current one may be shared copy-on-write with
+ * another process, and is never cached or reused. */
+uint64_t hp_fork_gen(void);
+void hp_fork_gen_bump(void);
+
 /* Figures for tests and hpctl. */
-struct hp_cache_stats {
+struct hp_cache_figures {
     uint64_t bytes;       /* committed bytes cached now */
     uint64_t ranges;      /* cached ranges now */
     uint64_t hits;        /* allocations served from the cache */
@@ -92,7 +101,7 @@ struct hp_cache_stats {
     uint64_t limit;       /* bytes */
     uint64_t idle_ms;
 };
-void hp_cache_get_stats(struct hp_cache_stats *out);
+void hp_cache_get_figures(struct hp_cache_figures *out);
 
 /* Override HP_CACHE_MAX / HP_CACHE_IDLE_MS (tests); trims at once. */
 void hp_cache_set_limits(uint64_t max_bytes, uint64_t idle_ms);

@@ -181,15 +181,26 @@ static int parse_cache_max(const char *name, const char *v, struct hp_options *o
     return 0;
 }
 
-static int parse_cache_idle(const char *name, const char *v, struct hp_options *o)
+/* Milliseconds from 0 to a day. */
+static int parse_ms(const char *name, const char *v, uint64_t *out, struct hp_options *o)
 {
     char *end;
     errno = 0;
     unsigned long long ms = strtoull(v, &end, 10);
     if (v[0] < '0' || v[0] > '9' || errno || *end || ms > 86400000ull)
         return bad_value(o, name, v, "milliseconds from 0 (never idle-release) to 86400000");
-    o->cache_idle_ms = ms;
+    *out = ms;
     return 0;
+}
+
+static int parse_cache_idle(const char *name, const char *v, struct hp_options *o)
+{
+    return parse_ms(name, v, &o->cache_idle_ms, o);
+}
+
+static int parse_cache_pool_idle(const char *name, const char *v, struct hp_options *o)
+{
+    return parse_ms(name, v, &o->cache_pool_idle_ms, o);
 }
 
 /* The cache keeps at most 1 GiB, and at most an eighth of the RAM. */
@@ -216,6 +227,9 @@ static const struct option_def defs[] = {
     {"HP_CACHE_IDLE_MS", parse_cache_idle, "ms",
      "cached memory idle this long goes back to the kernel (default 10000; 0 = only the "
      "limit)"},
+    {"HP_CACHE_POOL_IDLE_MS", parse_cache_pool_idle, "ms",
+     "cached hugetlb pool pages idle this long go back to the pool (default 1000; 0 = only "
+     "the limit)"},
 };
 
 void hp_options_parse_into(struct hp_options *o, char *(*get)(const char *name))
@@ -224,6 +238,7 @@ void hp_options_parse_into(struct hp_options *o, char *(*get)(const char *name))
     o->backend_path = HP_BACKEND_DIR;
     o->cache_max = default_cache_max();
     o->cache_idle_ms = 10000;
+    o->cache_pool_idle_ms = 1000;
     for (size_t i = 0; i < sizeof(defs) / sizeof(*defs); i++) {
         const char *v = get(defs[i].name);
         if (v && defs[i].parse(defs[i].name, v, o) != 0)

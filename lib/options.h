@@ -23,6 +23,7 @@ struct hp_options {
     /* The cache of freed huge-page ranges (lib/cache.h). */
     uint64_t cache_max;                 /* HP_CACHE_MAX: bytes kept, 0 = no cache */
     uint64_t cache_idle_ms;             /* HP_CACHE_IDLE_MS: 0 = no idle release */
+    uint64_t cache_pool_idle_ms;        /* HP_CACHE_POOL_IDLE_MS: the same for hugetlb pages */
     int32_t error;                      /* HP_OK or HP_EENV */
     char error_detail[320];
 };

@@ -169,6 +169,11 @@ struct hp_block *hp_registry_take(const void *p, int as_free, int32_t *code)
         return NULL;
     }
     struct hp_block *b = *link;
+    if (b->busy) {
+        pthread_mutex_unlock(&s->lock);
+        *code = HP_EINVAL;
+        return NULL;
+    }
     *link = b->next;
     s->count--;
     if (as_free) {
@@ -179,6 +184,63 @@ struct hp_block *hp_registry_take(const void *p, int as_free, int32_t *code)
     atomic_fetch_sub(&live, 1);
     *code = HP_OK;
     return b;
+}
+
+struct hp_block *hp_registry_begin(const void *p, int32_t *code, struct hp_block *copy)
+{
+    struct shard *s = shard_of(p);
+    pthread_mutex_lock(&s->lock);
+    struct hp_block **link = find(s, p);
+    struct hp_block *b = link ? *link : NULL;
+    *code = !b ? HP_EFOREIGN : b->busy ? HP_EINVAL : HP_OK;
+    if (*code == HP_OK) {
+        b->busy = 1;
+        *copy = *b;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!b)
+        *code = classify_miss(p);
+    return *code == HP_OK ? b : NULL;
+}
+
+/* Unlink b, which is registered under its current address (lock held). */
+static void unlink_block(struct shard *s, struct hp_block *b)
+{
+    struct hp_block **link = find(s, b->m.addr);
+    if (link && *link == b) {
+        *link = b->next;
+        s->count--;
+    }
+}
+
+int32_t hp_registry_end(struct hp_block *b, const struct hp_block *work)
+{
+    struct shard *s = shard_of(b->m.addr);
+    pthread_mutex_lock(&s->lock);
+    if (work->m.addr == b->m.addr) {
+        struct hp_block *next = b->next;
+        *b = *work;
+        b->next = next;
+        b->busy = 0;
+        pthread_mutex_unlock(&s->lock);
+        return HP_OK;
+    }
+    unlink_block(s, b);
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_sub(&live, 1);
+    *b = *work;
+    b->busy = 0;
+    return hp_registry_insert(b);
+}
+
+void hp_registry_drop(struct hp_block *b)
+{
+    struct shard *s = shard_of(b->m.addr);
+    pthread_mutex_lock(&s->lock);
+    unlink_block(s, b);
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_sub(&live, 1);
+    b->busy = 0;
 }
 
 int32_t hp_registry_peek(const void *p, struct hp_block *out)
@@ -195,4 +257,24 @@ int32_t hp_registry_peek(const void *p, struct hp_block *out)
 uint64_t hp_registry_count(void)
 {
     return atomic_load(&live);
+}
+
+/* Unloading libhp (dlclose) would leak the shards' bucket tables. The
+ * tables of empty shards go (a later insert makes a new one: code that still
+ * calls libhp from a destructor keeps working); a shard that still holds live
+ * blocks keeps its table, since those blocks may still be freed. */
+__attribute__((destructor)) static void registry_fini(void)
+{
+    for (int i = 0; i < NSHARDS; i++) {
+        struct shard *s = &shards[i];
+        if (!s->nbuckets)
+            continue;
+        pthread_mutex_lock(&s->lock);
+        if (!s->count) {
+            free(s->buckets);
+            s->buckets = NULL;
+            s->nbuckets = 0;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
 }

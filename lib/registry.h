@@ -18,6 +18,23 @@ int32_t hp_registry_insert(struct hp_block *b);
  * as_free: remember p as freed (a later free of p is a double free). */
 struct hp_block *hp_registry_take(const void *p, int as_free, int32_t *code);
 
+/* Start resizing the block at p: it stays registered (hp_info keeps
+ * describing it as it was) but is marked busy, and a second hp_realloc or
+ * an hp_free of p meanwhile fails with HP_EINVAL instead of racing. Returns
+ * the record and fills *copy (taken under the lock: the caller works on it)
+ * or NULL with *code as for
+ * hp_registry_take, or HP_EINVAL when busy. */
+struct hp_block *hp_registry_begin(const void *p, int32_t *code, struct hp_block *copy);
+
+/* Finish a resize begun on b: b takes work's contents and is keyed by its
+ * new address. Returns HP_OK, or HP_ENOMEM if b had to move to a shard
+ * that cannot grow (b is then unregistered and the caller's). */
+int32_t hp_registry_end(struct hp_block *b, const struct hp_block *work);
+
+/* Finish a resize begun on b by forgetting b: it is unregistered and the
+ * caller's (the copy path of hp_realloc). */
+void hp_registry_drop(struct hp_block *b);
+
 /* Copy the block starting at p into *out. Returns HP_OK or an error code as
  * for hp_registry_take. */
 int32_t hp_registry_peek(const void *p, struct hp_block *out);

@@ -6,6 +6,7 @@
 #include "measure.h"
 #include "os.h"
 #include "stack.h"
+#include "cache.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -333,6 +334,7 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req,
                        (unsigned long long)req->usable, why);
     char tried[400] = "";
     int32_t rc = HP_ENOMEM;
+    uint64_t gen = hp_fork_gen();  /* before the map: see lib/cache.h */
     for (unsigned i = 0; i < n; i++) {
         if (plan[i].kind == HP_KIND_BASE)
             rc = map_lean(lean_usable, guard, m);
@@ -347,8 +349,10 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req,
             if (rc != HP_OK)
                 hp_stack_unmap(m);
         }
-        if (rc == HP_OK)
+        if (rc == HP_OK) {
+            m->gen = gen;
             return HP_OK;
+        }
         if (plan[i].backend >= 0)  /* its figures were wrong: re-read them next time */
             hp_backend_mark_stale(&c->backends[plan[i].backend]);
         if (n == 1) {

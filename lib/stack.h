@@ -24,6 +24,7 @@ struct hp_stack_map {
     uint32_t kind;             /* HP_KIND_BASE, HP_KIND_THP, HP_KIND_HUGETLB */
     uint32_t kept;             /* cached with its pages (not released) */
     char source[32];
+    uint64_t gen;              /* hp_fork_gen() when it was mapped (lib/cache.h) */
 };
 
 /* Handle record states. */

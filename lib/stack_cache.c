@@ -1,5 +1,6 @@
 /* The stack handle table and the cache of released stacks (lib/stack.h). */
 #include "stack.h"
+#include "cache.h"
 #include "hp/errors.h"
 #include "error.h"
 #include "os.h"
@@ -24,6 +25,7 @@ static struct {
     uint32_t n_free;
     uint32_t cache_head, cache_tail; /* CACHED records, most recently used first */
     uint64_t live;
+    uint64_t swept_gen;              /* no stale hugetlb stack cached since this fork generation */
     struct hp_stack_cache_stats stats;
 } T = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -44,11 +46,30 @@ static void unlock_table(void)
     pthread_mutex_unlock(&T.lock);
 }
 
+/* The fork generation moves on before the lock is released on either
+ * side, so no take can see a hugetlb stack from before the fork as
+ * current (lib/cache.h). */
+static void after_fork(void)
+{
+    hp_fork_gen_bump();
+    unlock_table();
+}
+
 static void init_once(void)
 {
     /* A fork while another thread holds the lock would leave the child's
      * copy locked forever. */
-    pthread_atfork(lock_table, unlock_table, unlock_table);
+    hp_fork_gen();
+    pthread_atfork(lock_table, after_fork, after_fork);
+}
+
+/* A cached hugetlb stack from before a fork may share its pages with the
+ * other process: writing them needs pool pages that nobody reserved
+ * (mm/hugetlb.c hugetlb_wp), so it is never handed out again, in the child
+ * or in the parent; it is unmapped instead. */
+static int stale(const struct hp_stack_map *m)
+{
+    return m->kind == HP_KIND_HUGETLB && m->gen != hp_fork_gen();
 }
 
 static void lock(void)
@@ -302,6 +323,8 @@ uint64_t hp_stack_table_live(void)
     return n;
 }
 
+static void evict(int everything);
+
 int32_t hp_stack_cache_take(uint32_t kinds, uint64_t usable, uint64_t guard, uint64_t flags,
                             struct hp_stack **out)
 {
@@ -309,7 +332,7 @@ int32_t hp_stack_cache_take(uint32_t kinds, uint64_t usable, uint64_t guard, uin
     struct hp_stack *r = at(T.cache_head), *found = NULL;
     for (; r; r = at(r->next)) {
         if (!(kinds & HP_STACK_KIND_BIT(r->m.kind)) || r->m.usable != usable ||
-            r->m.guard != guard)
+            r->m.guard != guard || stale(&r->m))
             continue;
         if (!found || r->m.kept)
             found = r;
@@ -331,6 +354,7 @@ int32_t hp_stack_cache_take(uint32_t kinds, uint64_t usable, uint64_t guard, uin
         T.stats.misses++;
     }
     unlock_table();
+    evict(0);
     return found ? 1 : 0;
 }
 
@@ -345,6 +369,14 @@ static void evict(int everything)
         struct hp_stack *r = at(T.cache_tail);
         int over = r && (everything || T.stats.cached_stacks > T.stats.max_stacks ||
                          T.stats.cached_bytes > T.stats.max_bytes);
+        /* After a fork, the stale hugetlb stacks go, one by one. */
+        if (!over && T.swept_gen != hp_fork_gen()) {
+            for (struct hp_stack *o = r; o && !over; o = at(o->prev))
+                if (stale(&o->m))
+                    r = o, over = 1;
+            if (!over)
+                T.swept_gen = hp_fork_gen();
+        }
         /* Too much kept after the budget was lowered: the oldest kept goes. */
         if (r && !over && T.stats.kept_bytes > T.stats.keep_bytes) {
             while (r && !r->m.kept)
@@ -370,6 +402,7 @@ void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags)
     lock();
     int wanted = !(flags & HP_STACK_NOCACHE) && T.stats.max_stacks > 0 &&
                  c.usable <= T.stats.max_bytes;
+    wanted = wanted && !stale(&c);
     c.kept = wanted && T.stats.kept_bytes + c.usable <= T.stats.keep_bytes;
     unlock_table();
     if (wanted && !c.kept) {

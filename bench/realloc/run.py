@@ -24,7 +24,7 @@ import time
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
 
-def configs(build, thp_row):
+def configs(build, thp_row, idle_row=False):
     libc = os.path.join(build, "bench/realloc/realloc_loop_libc")
     hp = os.path.join(build, "bench/realloc/realloc_loop_hp")
     hp_env = {"HP_BACKEND_PATH": os.path.join(build, "backends")}
@@ -32,6 +32,12 @@ def configs(build, thp_row):
         ("libhp", hp, [], hp_env),
         ("libhp, zero-filled", hp, ["zero"], hp_env),
     ]
+    if idle_row:
+        # The cache's idle bounds at 1 ms: every freed range goes back to the
+        # kernel before the next iteration, as if the process had idled past
+        # HP_CACHE_POOL_IDLE_MS / HP_CACHE_IDLE_MS between iterations.
+        rows.append(("libhp, idle release 1 ms", hp, [],
+                     dict(hp_env, HP_CACHE_POOL_IDLE_MS="1", HP_CACHE_IDLE_MS="1")))
     if thp_row:
         rows.append(("libhp, THP only", hp, [],
                      dict(hp_env, HP_BACKENDS="thp-madvise,fallback")))
@@ -116,6 +122,8 @@ def main():
     ap.add_argument("--primer-mib", type=int, default=0,
                     help="touch and free this much memory (untimed) before every run")
     ap.add_argument("--thp-row", action="store_true", help="also libhp restricted to THP")
+    ap.add_argument("--idle-row", action="store_true",
+                    help="also libhp with the cache's idle bounds at 1 ms")
     ap.add_argument("--only", help="configuration names to run, separated by ';' (libhp always)")
     ap.add_argument("--json", help="write every measurement here")
     ap.add_argument("--trace", action="store_true",
@@ -124,7 +132,7 @@ def main():
     global args_trace
     args_trace = args.trace
     build = os.path.abspath(args.build)
-    rows = configs(build, args.thp_row)
+    rows = configs(build, args.thp_row, args.idle_row)
     if args.only:
         keep = set(args.only.split(";")) | {"libhp"}
         rows = [r for r in rows if r[0] in keep]

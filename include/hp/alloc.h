@@ -16,6 +16,16 @@
  * storage, whose first use in a thread may allocate when libhp was
  * dlopen'd. (tests/unit/test_signal.c calls the four from a handler that
  * interrupts hp_alloc, hp_realloc, hp_info and hp_free.)
+ *
+ * Fork and hugetlb blocks (kernel rule, Documentation/mm/hugetlbfs_reserv.rst):
+ * the pages of a private hugetlb block that exists at fork() are shared
+ * copy-on-write and stay reserved for the parent only. A write to one, by
+ * either process, needs a free unreserved pool page. With the pool empty,
+ * the child's write gets SIGBUS, and the parent's write succeeds but takes
+ * the page away from the child, whose next access to it (a read too) gets
+ * SIGBUS. libhp never writes such pages itself: hugetlb memory from before
+ * a fork is never reused from the cache (hp/cache.h) in either process, is
+ * unmapped when freed, and grows by copying, not by moving its pages.
  */
 #ifndef HP_ALLOC_H
 #define HP_ALLOC_H
@@ -69,10 +79,13 @@ HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts);
 /* Free a block. Returns HP_OK, or HP_EFOREIGN (not a libhp block),
  * HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already). NULL is a
  * no-op returning HP_OK. A failed free never touches memory. The memory of
- * a huge-page block may stay mapped in this process's cache of freed ranges
- * for the next hp_alloc/hp_realloc to reuse (HP_CACHE_MAX bytes at most,
- * released after HP_CACHE_IDLE_MS idle; README "Cache"); freeing it again is
- * still HP_EDOUBLEFREE. Thread-safe. */
+ * a block served with huge pages by libhp's own backends stays mapped in
+ * this process's cache of freed huge pages for the next hp_alloc/hp_realloc
+ * to reuse, and goes back to the kernel by itself after an idle bound (1 s
+ * for hugetlb pool pages, 10 s otherwise), above HP_CACHE_MAX, or on
+ * hp_cache_trim() (hp/cache.h); any other block is unmapped at once.
+ * Freeing it again is HP_EDOUBLEFREE (docs/robustness.md gives the bound).
+ * Thread-safe. */
 HP_EXTERN(int32_t) hp_free(void *p);
 
 /* Resize a block to new_size bytes, preserving min(old, new) bytes of

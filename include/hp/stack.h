@@ -17,11 +17,16 @@
  *                   whichever the backend probes say can serve (hugetlb
  *                   first: its pages are reserved when the stack is made).
  *                   The guard is a separate mapping just below them.
- *                   Caveat for hugetlb: after fork() the child's first write
- *                   to a page of a parent's hugetlb stack needs a free pool
- *                   page (private copy-on-write has no reservation) and gets
- *                   SIGBUS if the pool is empty; a thread that forks is
- *                   better off on a THP stack (HP_STACK_THP).
+ *                   Caveat for hugetlb (the fork rule of hp/alloc.h): after
+ *                   fork() a write to a page of a hugetlb stack that existed
+ *                   at the fork, by either process, needs a free unreserved
+ *                   pool page; with the pool empty the child's write gets
+ *                   SIGBUS, and the parent's write takes the page from the
+ *                   child, whose next access (a read too) gets SIGBUS. The
+ *                   stack cache never hands out a hugetlb stack from before a
+ *                   fork, in the parent or the child (it is unmapped). A
+ *                   thread that forks is better off on a THP stack
+ *                   (HP_STACK_THP).
  *
  *   +-----------+---------------------------------------------+
  *   |  guard    |  usable: [base, base + size)                |

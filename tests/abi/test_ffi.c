@@ -75,6 +75,11 @@ static struct hp_stack_opts sopts = HP_STACK_OPTS_INIT;
 static struct hp_stack_cache_config scfg = HP_STACK_CACHE_CONFIG_INIT;
 static struct hp_stack_cache_stats sstats = HP_STACK_CACHE_STATS_INIT;
 static void *thread_ret;
+static struct hp_cache_config ccfg = HP_CACHE_CONFIG_INIT;
+static struct hp_cache_stats cstats = HP_CACHE_STATS_INIT;
+static void block_cache_configure_args(struct call *c) { ccfg.idle_ms = 1234; c->args[0].ptr = &ccfg; }
+static void block_cache_stats_args(struct call *c) { c->args[0].ptr = &cstats; }
+static int block_cache_stats_ok(const struct call *c) { return status_ok(c) && cstats.idle_ms == 1234; }
 
 static void *thread_body(void *arg) { return (char *)arg + 1; }
 static void stack_create_args(struct call *c) { c->args[0].size = 1 << 20; c->args[1].u64 = HP_STACK_LEAN; }
@@ -115,6 +120,9 @@ static const struct recipe recipes[] = {
     {"hp_info", info_args, info_ok},
     {"hp_realloc", realloc_args, got_block},
     {"hp_free", free_args, status_ok},
+    {"hp_cache_configure", block_cache_configure_args, status_ok},
+    {"hp_cache_get_stats", block_cache_stats_args, block_cache_stats_ok},
+    {"hp_cache_trim", no_args, status_ok},
     {"hp_stack_cache_configure", cache_configure_args, status_ok},
     {"hp_stack_cache_get_stats", cache_stats_args, cache_stats_ok},
     {"hp_stack_create", stack_create_args, got_stack},

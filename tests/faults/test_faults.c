@@ -48,8 +48,8 @@ static void drop_caches(void)
     hp_cache_flush(NULL, 0);
 }
 
-/* The suite runs with HP_CACHE_MAX=0; the stress and fault tests want the
- * cache's locks and reuse paths under load, so they turn it on. */
+/* The fault tests want the cache's reuse paths with nothing released behind
+ * their back: a fixed limit, no idle release. */
 static void enable_cache(void)
 {
     hp_cache_set_limits(UINT64_C(256) << 20, 0);

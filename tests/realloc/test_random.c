@@ -103,15 +103,15 @@ static void run(const char *backend, uint64_t ps, uint64_t max, unsigned steps, 
     uint64_t rng = seed;
     for (unsigned i = 0; i < SLOTS; i++)
         s[i].seed = seed * 31 + i + 1;
-    struct hp_cache_stats c0, c1;
-    hp_cache_get_stats(&c0);
+    struct hp_cache_figures c0, c1;
+    hp_cache_get_figures(&c0);
     for (unsigned i = 0; i < steps; i++) {
         struct slot *sl = &s[rt_rand(&rng) % SLOTS];
         step(backend, ps, max, sl, &rng, &t);
         if (sl->p)
             check_block(backend, ps, sl);
     }
-    hp_cache_get_stats(&c1);
+    hp_cache_get_figures(&c1);
     for (unsigned i = 0; i < SLOTS; i++) {
         if (!s[i].p)
             continue;

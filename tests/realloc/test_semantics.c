@@ -93,10 +93,10 @@ static void zeroing_contract(void **state)
     unsigned char *small = rt_alloc("thp-madvise", 2 * MIB, 0);
     RT_CHECK(small == big, "carved from the start of the cached range");
     memset(small, 1, 2 * MIB);
-    struct hp_cache_stats c0, c1;
-    hp_cache_get_stats(&c0);
+    struct hp_cache_figures c0, c1;
+    hp_cache_get_figures(&c0);
     unsigned char *grown = hp_realloc(small, 16 * MIB, 0);
-    hp_cache_get_stats(&c1);
+    hp_cache_get_figures(&c1);
     RT_CHECK(grown == small, "grew in place into the cached rest");
     RT_CHECK(c1.adopted - c0.adopted == 14 * MIB, "adopted %llu bytes",
              (unsigned long long)(c1.adopted - c0.adopted));
@@ -229,24 +229,24 @@ static void limit_and_idle_release(void **state)
     (void)state;
     need("thp-madvise");
     struct rt_snapshot before = rt_snap();
-    struct hp_cache_stats st;
+    struct hp_cache_figures st;
     rt_cache(8 * MIB, 0);
     /* Larger than the whole cache: released at once. */
     void *big = rt_alloc("thp-madvise", 16 * MIB, 0);
     RT_CHECK(hp_free(big) == HP_OK, "free");
-    hp_cache_get_stats(&st);
+    hp_cache_get_figures(&st);
     RT_CHECK(st.bytes == 0 && !mapped(big, 4096), "16 MiB not cached (%llu bytes)",
              (unsigned long long)st.bytes);
     /* Above the limit, the least recently freed range goes first. */
     void *a = rt_alloc("thp-madvise", 4 * MIB, 0), *b = rt_alloc("thp-madvise", 4 * MIB, 0),
          *c = rt_alloc("thp-madvise", 4 * MIB, 0);
     RT_CHECK(hp_free(a) == HP_OK && hp_free(b) == HP_OK, "free a, b");
-    hp_cache_get_stats(&st);
+    hp_cache_get_figures(&st);
     RT_CHECK(st.bytes == 8 * MIB, "a and b cached: %llu", (unsigned long long)st.bytes);
     struct timespec ms = {0, 20 * 1000 * 1000};
     nanosleep(&ms, NULL);
     RT_CHECK(hp_free(c) == HP_OK, "free c");
-    hp_cache_get_stats(&st);
+    hp_cache_get_figures(&st);
     RT_CHECK(st.bytes <= 8 * MIB, "at most the limit: %llu", (unsigned long long)st.bytes);
     RT_CHECK(!mapped(a, 4096) && mapped(c, 4096), "a (oldest) released, c kept");
     /* Idle ranges go at the next cache operation after the idle time. */
@@ -255,16 +255,16 @@ static void limit_and_idle_release(void **state)
     struct timespec idle = {0, 150 * 1000 * 1000};
     nanosleep(&idle, NULL);
     RT_CHECK(hp_free(d) == HP_OK, "free d");
-    hp_cache_get_stats(&st);
+    hp_cache_get_figures(&st);
     RT_CHECK(st.bytes == 6 * MIB, "idle ranges released: %llu bytes left",
              (unsigned long long)st.bytes);
     RT_CHECK(!mapped(b, 4096) && !mapped(c, 4096) && mapped(d, 4096),
              "b and c released after idling, d kept");
-    /* HP_CACHE_MAX=0 (the test environment) turned it off until rt_cache. */
+    /* A limit of 0 turns the cache off. */
     rt_cache(0, 0);
     void *e = rt_alloc("thp-madvise", 2 * MIB, 0);
     RT_CHECK(hp_free(e) == HP_OK, "free");
-    hp_cache_get_stats(&st);
+    hp_cache_get_figures(&st);
     RT_CHECK(st.bytes == 0 && !mapped(e, 4096), "disabled cache keeps nothing");
     rt_expect_clean(before, "limit");
 }
@@ -280,8 +280,8 @@ static void fork_keeps_both_sides_working(void **state)
     void *cached = rt_alloc("thp-madvise", 16 * MIB, 0);
     memset(cached, 0x11, 16 * MIB);
     RT_CHECK(hp_free(cached) == HP_OK, "free");
-    struct hp_cache_stats st0, st1;
-    hp_cache_get_stats(&st0);
+    struct hp_cache_figures st0, st1;
+    hp_cache_get_figures(&st0);
     fflush(NULL);
     pid_t pid = fork();
     RT_CHECK(pid >= 0, "fork");
@@ -298,7 +298,7 @@ static void fork_keeps_both_sides_working(void **state)
     int status = 0;
     RT_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
              "child status %d", status);
-    hp_cache_get_stats(&st1);
+    hp_cache_get_figures(&st1);
     RT_CHECK(st1.bytes == st0.bytes, "the parent's cache did not change");
     RT_CHECK(rt_check(live, 8 * MIB, 77) == 0, "parent's block intact");
     unsigned char *c = rt_alloc("thp-madvise", 16 * MIB, HP_F_NOZERO);
@@ -382,10 +382,10 @@ static void threads_share_the_cache(void **state)
     /* glibc keeps thread stacks and malloc arenas: a short round first. */
     run_threads(w, 50);
     struct rt_snapshot before = rt_snap();
-    struct hp_cache_stats st0, st;
-    hp_cache_get_stats(&st0);
+    struct hp_cache_figures st0, st;
+    hp_cache_get_figures(&st0);
     run_threads(w, 1500);
-    hp_cache_get_stats(&st);
+    hp_cache_get_figures(&st);
     print_message("# %d threads: cache %llu hits, %llu misses, %llu MiB adopted, %llu MiB "
                   "released\n", THREADS, (unsigned long long)(st.hits - st0.hits),
                   (unsigned long long)(st.misses - st0.misses),

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Issue 4's cache keeps freed huge-page memory for reuse; what it holds is
- * not a leak, so it is emptied before anything is counted. */
+/* The cache keeps freed huge-page memory for reuse; what it holds is not a
+ * leak, so it is emptied before anything is counted. */
 #if __has_include("cache.h")
 #include "cache.h"
 #define HP_TEST_HAVE_CACHE 1
@@ -25,8 +25,9 @@ static inline void drop_caches(void)
     hp_cache_flush(NULL, 0);
 }
 
-/* The suite runs with HP_CACHE_MAX=0; the stress and fault tests want the
- * cache's locks and reuse paths under load, so they turn it on. */
+/* The stress and fault tests want the cache's locks and reuse paths under
+ * load with nothing released behind their back: a fixed limit, no idle
+ * release (the release thread then has nothing to do). */
 static inline void enable_cache(void)
 {
     hp_cache_set_limits(UINT64_C(256) << 20, 0);

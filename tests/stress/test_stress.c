@@ -380,8 +380,8 @@ static void random_operations_leave_nothing_behind(void **state)
     print_message("#   hugetlbfs refusals (pool of %d pages drained) %lu\n", STRESS_POOL_PAGES,
                   short_pool);
 #ifdef HP_TEST_HAVE_CACHE
-    struct hp_cache_stats cs;
-    hp_cache_get_stats(&cs);
+    struct hp_cache_figures cs;
+    hp_cache_get_figures(&cs);
     print_message("#   cache: %llu hits, %llu misses, %llu bytes adopted by in-place growth\n",
                   (unsigned long long)cs.hits, (unsigned long long)cs.misses,
                   (unsigned long long)cs.adopted);

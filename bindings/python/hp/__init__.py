@@ -56,6 +56,7 @@ from ._stack import (
     stack_cache_stats,
     stack_cache_trim,
 )
+from ._cache import CacheEntry, CacheStats, cache_configure, cache_stats, cache_trim
 from ._lib import lib as _clib
 
 #: Allocation flag bits as in BlockInfo.flags (hp/alloc.h).
@@ -70,6 +71,7 @@ __all__ = [
     "VersionInfo",
     "stack", "Stack", "StackInfo", "StackCacheStats", "stack_cache_configure",
     "stack_cache_stats", "stack_cache_trim",
+    "cache_trim", "cache_stats", "cache_configure", "CacheStats", "CacheEntry",
     "F_REQUIRE_HUGE", "F_POPULATE", "F_COLLAPSE", "F_NOZERO",
     "HugePageError", "InvalidArgumentError", "OutOfMemoryError", "SizeError", "FlagsError",
     "ForeignPointerError", "InteriorPointerError", "DoubleFreeError", "NoHugePagesError",

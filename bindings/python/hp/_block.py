@@ -189,12 +189,16 @@ class Block(_buffer.Exporter):
             self._attach(ptr, size)
 
     def close(self) -> None:
-        """Free the memory now (hp_free). Does nothing if already closed.
+        """Free the block now (hp_free). Does nothing if already closed.
+
+        Huge-page memory of libhp's own backends goes to the cache of freed
+        huge pages for reuse, and back to the kernel after an idle bound (1 s
+        for hugetlb pool pages, 10 s otherwise) or on hp.cache_trim(); any
+        other memory is unmapped at once (hp._cache). A later allocation that
+        reuses it gets it zero-filled unless it passes zero=False, which is
+        why no export may survive close().
 
         Raises BufferError (and frees nothing) while exports are alive.
-        Freed memory is not returned to the kernel at once: libhp may cache
-        it and give it to a later allocation (zero-filled unless that one
-        passes zero=False), which is why no export may survive close().
         """
         with self._lock:
             if self._owner is None:

@@ -194,4 +194,48 @@ struct hp_stack_cache_stats {
 
 int32_t hp_stack_cache_get_stats(struct hp_stack_cache_stats *stats);
 int32_t hp_stack_cache_trim(void);
+#define HP_CACHE_DEFAULT_IDLE_MS 10000
+#define HP_CACHE_DEFAULT_POOL_IDLE_MS 1000
+#define HP_CACHE_MAX_IDLE_MS 86400000
+#define HP_CACHE_MAX_BYTES 0x400000000000
+
+struct hp_cache_config {
+    uint32_t size;
+    uint32_t reserved;
+    uint64_t max_bytes;
+    uint64_t idle_ms;
+    uint64_t pool_idle_ms;
+};
+
+int32_t hp_cache_configure(const struct hp_cache_config *cfg);
+int32_t hp_cache_trim(void);
+
+struct hp_cache_stats_entry {
+    char backend[32];
+    uint64_t page_size;
+    uint64_t bytes;
+    uint64_t ranges;
+};
+
+#define HP_CACHE_STATS_MAX_ENTRIES 16
+
+struct hp_cache_stats {
+    uint32_t size;
+    uint32_t n_entries;
+    uint64_t bytes;
+    uint64_t ranges;
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t releases;
+    uint64_t released_bytes;
+    uint64_t adopted_bytes;
+    uint64_t max_bytes;
+    uint64_t idle_ms;
+    uint64_t pool_idle_ms;
+    uint32_t reaper_running;
+    uint32_t reserved;
+    struct hp_cache_stats_entry entries[16];
+};
+
+int32_t hp_cache_get_stats(struct hp_cache_stats *stats);
 """

@@ -15,6 +15,10 @@ pub const HP_STACK_MODE_LEAN: u32 = 0;
 pub const HP_STACK_MODE_HUGE: u32 = 1;
 pub const HP_STACK_CACHE_DEFAULT_STACKS: u32 = 64;
 pub const HP_STACK_CACHE_MAX_STACKS: u32 = 16384;
+pub const HP_CACHE_DEFAULT_IDLE_MS: u32 = 10000;
+pub const HP_CACHE_DEFAULT_POOL_IDLE_MS: u32 = 1000;
+pub const HP_CACHE_MAX_IDLE_MS: u32 = 86400000;
+pub const HP_CACHE_STATS_MAX_ENTRIES: u32 = 16;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __uint64_t = ::std::os::raw::c_ulong;
@@ -1279,4 +1283,496 @@ extern "C" {
 }
 extern "C" {
     pub fn hp_stack_cache_trim() -> i32;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hp_cache_config {
+    pub size: u32,
+    pub reserved: u32,
+    pub max_bytes: u64,
+    pub idle_ms: u64,
+    pub pool_idle_ms: u64,
+}
+#[test]
+fn bindgen_test_layout_hp_cache_config() {
+    assert_eq!(
+        ::std::mem::size_of::<hp_cache_config>(),
+        32usize,
+        concat!("Size of: ", stringify!(hp_cache_config))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<hp_cache_config>(),
+        8usize,
+        concat!("Alignment of ", stringify!(hp_cache_config))
+    );
+    fn test_field_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_config),
+                "::",
+                stringify!(size)
+            )
+        );
+    }
+    test_field_size();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_config),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_max_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_bytes) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_config),
+                "::",
+                stringify!(max_bytes)
+            )
+        );
+    }
+    test_field_max_bytes();
+    fn test_field_idle_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).idle_ms) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_config),
+                "::",
+                stringify!(idle_ms)
+            )
+        );
+    }
+    test_field_idle_ms();
+    fn test_field_pool_idle_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_idle_ms) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_config),
+                "::",
+                stringify!(pool_idle_ms)
+            )
+        );
+    }
+    test_field_pool_idle_ms();
+}
+extern "C" {
+    pub fn hp_cache_configure(cfg: *const hp_cache_config) -> i32;
+}
+extern "C" {
+    pub fn hp_cache_trim() -> i32;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hp_cache_stats_entry {
+    pub backend: [::std::os::raw::c_char; 32usize],
+    pub page_size: u64,
+    pub bytes: u64,
+    pub ranges: u64,
+}
+#[test]
+fn bindgen_test_layout_hp_cache_stats_entry() {
+    assert_eq!(
+        ::std::mem::size_of::<hp_cache_stats_entry>(),
+        56usize,
+        concat!("Size of: ", stringify!(hp_cache_stats_entry))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<hp_cache_stats_entry>(),
+        8usize,
+        concat!("Alignment of ", stringify!(hp_cache_stats_entry))
+    );
+    fn test_field_backend() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backend) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats_entry),
+                "::",
+                stringify!(backend)
+            )
+        );
+    }
+    test_field_backend();
+    fn test_field_page_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).page_size) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats_entry),
+                "::",
+                stringify!(page_size)
+            )
+        );
+    }
+    test_field_page_size();
+    fn test_field_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats_entry),
+                "::",
+                stringify!(bytes)
+            )
+        );
+    }
+    test_field_bytes();
+    fn test_field_ranges() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ranges) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats_entry),
+                "::",
+                stringify!(ranges)
+            )
+        );
+    }
+    test_field_ranges();
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hp_cache_stats {
+    pub size: u32,
+    pub n_entries: u32,
+    pub bytes: u64,
+    pub ranges: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub releases: u64,
+    pub released_bytes: u64,
+    pub adopted_bytes: u64,
+    pub max_bytes: u64,
+    pub idle_ms: u64,
+    pub pool_idle_ms: u64,
+    pub reaper_running: u32,
+    pub reserved: u32,
+    pub entries: [hp_cache_stats_entry; 16usize],
+}
+#[test]
+fn bindgen_test_layout_hp_cache_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<hp_cache_stats>(),
+        992usize,
+        concat!("Size of: ", stringify!(hp_cache_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<hp_cache_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(hp_cache_stats))
+    );
+    fn test_field_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(size)
+            )
+        );
+    }
+    test_field_size();
+    fn test_field_n_entries() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_entries) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(n_entries)
+            )
+        );
+    }
+    test_field_n_entries();
+    fn test_field_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(bytes)
+            )
+        );
+    }
+    test_field_bytes();
+    fn test_field_ranges() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ranges) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(ranges)
+            )
+        );
+    }
+    test_field_ranges();
+    fn test_field_hits() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hits) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(hits)
+            )
+        );
+    }
+    test_field_hits();
+    fn test_field_misses() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).misses) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(misses)
+            )
+        );
+    }
+    test_field_misses();
+    fn test_field_releases() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).releases) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(releases)
+            )
+        );
+    }
+    test_field_releases();
+    fn test_field_released_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).released_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(released_bytes)
+            )
+        );
+    }
+    test_field_released_bytes();
+    fn test_field_adopted_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).adopted_bytes) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(adopted_bytes)
+            )
+        );
+    }
+    test_field_adopted_bytes();
+    fn test_field_max_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_bytes) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(max_bytes)
+            )
+        );
+    }
+    test_field_max_bytes();
+    fn test_field_idle_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).idle_ms) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(idle_ms)
+            )
+        );
+    }
+    test_field_idle_ms();
+    fn test_field_pool_idle_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_idle_ms) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(pool_idle_ms)
+            )
+        );
+    }
+    test_field_pool_idle_ms();
+    fn test_field_reaper_running() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reaper_running) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(reaper_running)
+            )
+        );
+    }
+    test_field_reaper_running();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            92usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_entries() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).entries) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_cache_stats),
+                "::",
+                stringify!(entries)
+            )
+        );
+    }
+    test_field_entries();
+}
+extern "C" {
+    pub fn hp_cache_get_stats(stats: *mut hp_cache_stats) -> i32;
 }

@@ -72,6 +72,59 @@ pub const HP_STACK_CACHE_DEFAULT_BYTES: u64 = 1 << 30;
 /// that keep their pages).
 pub const HP_STACK_CACHE_DEFAULT_KEEP_BYTES: u64 = 8 << 20;
 
+/// Largest `max_bytes` of `hp_cache_configure`, in bytes.
+pub const HP_CACHE_MAX_BYTES: u64 = 1 << 46;
+
+impl hp_cache_config {
+    /// `HP_CACHE_CONFIG_INIT`: size set, the built-in defaults (1 GiB,
+    /// 10 s idle, 1 s idle for hugetlb pool pages).
+    pub const fn init() -> Self {
+        hp_cache_config {
+            size: core::mem::size_of::<hp_cache_config>() as u32,
+            reserved: 0,
+            max_bytes: 1 << 30,
+            idle_ms: HP_CACHE_DEFAULT_IDLE_MS as u64,
+            pool_idle_ms: HP_CACHE_DEFAULT_POOL_IDLE_MS as u64,
+        }
+    }
+}
+
+impl hp_cache_stats_entry {
+    /// `HP_CACHE_STATS_ENTRY_INIT`: everything zero.
+    pub const fn init() -> Self {
+        hp_cache_stats_entry {
+            backend: [0; 32],
+            page_size: 0,
+            bytes: 0,
+            ranges: 0,
+        }
+    }
+}
+
+impl hp_cache_stats {
+    /// `HP_CACHE_STATS_INIT`: size set, everything else zero.
+    pub const fn init() -> Self {
+        const NO_ENTRY: hp_cache_stats_entry = hp_cache_stats_entry::init();
+        hp_cache_stats {
+            size: core::mem::size_of::<hp_cache_stats>() as u32,
+            n_entries: 0,
+            bytes: 0,
+            ranges: 0,
+            hits: 0,
+            misses: 0,
+            releases: 0,
+            released_bytes: 0,
+            adopted_bytes: 0,
+            max_bytes: 0,
+            idle_ms: 0,
+            pool_idle_ms: 0,
+            reaper_running: 0,
+            reserved: 0,
+            entries: [NO_ENTRY; HP_CACHE_STATS_MAX_ENTRIES as usize],
+        }
+    }
+}
+
 impl hp_alloc_opts {
     /// `HP_ALLOC_OPTS_INIT`: size set, everything else zero/NULL.
     pub const fn init() -> Self {

@@ -99,6 +99,12 @@ fn structs() -> Vec<Struct> {
             size, reserved, max_stacks, max_bytes, keep_bytes, cached_stacks, cached_bytes,
             kept_bytes, hits, misses, released, evictions
         }),
+        layout!(hp_cache_config { size, reserved, max_bytes, idle_ms, pool_idle_ms }),
+        layout!(hp_cache_stats_entry { backend, page_size, bytes, ranges }),
+        layout!(hp_cache_stats {
+            size, n_entries, bytes, ranges, hits, misses, releases, released_bytes,
+            adopted_bytes, max_bytes, idle_ms, pool_idle_ms, reaper_running, reserved, entries
+        }),
     ]
 }
 
@@ -119,6 +125,8 @@ fn consts() -> Vec<(&'static str, i128)> {
         HP_STACK_MAX_HANDLES, HP_STACK_HANDLE_QUARANTINE, HP_STACK_MODE_LEAN, HP_STACK_MODE_HUGE,
         HP_STACK_CACHE_DEFAULT_STACKS, HP_STACK_CACHE_DEFAULT_BYTES,
         HP_STACK_CACHE_DEFAULT_KEEP_BYTES, HP_STACK_CACHE_MAX_STACKS,
+        HP_CACHE_DEFAULT_IDLE_MS, HP_CACHE_DEFAULT_POOL_IDLE_MS, HP_CACHE_MAX_IDLE_MS,
+        HP_CACHE_MAX_BYTES, HP_CACHE_STATS_MAX_ENTRIES,
     ]
 }
 

@@ -101,6 +101,7 @@
 
 mod backend;
 mod block;
+mod cache;
 mod error;
 mod global;
 mod overflow;
@@ -109,6 +110,7 @@ mod vec;
 
 pub use backend::{backends, reprobe, BackendInfo, BackendKind};
 pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo, UninitBlock};
+pub use cache::{cache_stats, configure_cache, trim_cache, CacheConfig, CacheEntry, CacheStats};
 pub use error::{Error, ErrorKind, Result};
 pub use global::{
     fallback_count, set_fallback_hook, Fallback, FallbackHook, HpAlloc, DEFAULT_THRESHOLD,
