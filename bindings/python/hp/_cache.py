@@ -46,7 +46,7 @@ class CacheStats:
     entries: tuple       #: CacheEntry per backend and page size
 
 
-def cache_stats():
+def cache_stats() -> CacheStats:
     """Contents, limits and counters of the block cache."""
     st = ffi.new("struct hp_cache_stats *")
     st.size = ffi.sizeof("struct hp_cache_stats")
@@ -58,13 +58,13 @@ def cache_stats():
                       bool(st.reaper_running), entries)
 
 
-def cache_trim():
+def cache_trim() -> None:
     """Give every cached range (and every cached stack) back to the kernel now."""
     check(lib.hp_cache_trim())
 
 
-def cache_configure(*, max_bytes, idle_ms=lib.HP_CACHE_DEFAULT_IDLE_MS,
-                    pool_idle_ms=lib.HP_CACHE_DEFAULT_POOL_IDLE_MS):
+def cache_configure(*, max_bytes: int, idle_ms: int = lib.HP_CACHE_DEFAULT_IDLE_MS,
+                    pool_idle_ms: int = lib.HP_CACHE_DEFAULT_POOL_IDLE_MS) -> None:
     """Set the cache limits (max_bytes=0 turns it off) and apply them at once."""
     cfg = ffi.new("struct hp_cache_config *")
     cfg.size = ffi.sizeof("struct hp_cache_config")
