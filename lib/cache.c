@@ -648,7 +648,15 @@ static uint64_t flush(const struct hp_backend *be, uint64_t page_size, int at_ex
 
 uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size)
 {
-    return flush(be, page_size, 0);
+    uint64_t bytes = flush(be, page_size, 0);
+    /* An emptied cache needs no release thread: wake it so it leaves now
+     * rather than at the end of its nap. */
+    if (!atomic_load(&total) && atomic_load(&reaper_running)) {
+        pthread_mutex_lock(&reaper_lock);
+        pthread_cond_broadcast(&reaper_wake);
+        pthread_mutex_unlock(&reaper_lock);
+    }
+    return bytes;
 }
 
 uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size)

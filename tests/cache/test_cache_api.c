@@ -191,6 +191,12 @@ static void child_starts_empty_and_restarts_the_thread(void **state)
 static void exit_is_not_delayed(void **state)
 {
     (void)state;
+#if defined(__SANITIZE_THREAD__)
+    /* TSan loses track of a thread started in the child of a threaded
+     * parent ("dup thread with used id"); the plain and ASan builds run it. */
+    print_message("# SKIP: a release thread started after fork is beyond TSan\n");
+    skip();
+#endif
     int ready[2];
     assert_int_equal(pipe(ready), 0);
     fflush(NULL);
@@ -234,7 +240,9 @@ static void *resizer(void *arg)
     (void)arg;
     unsigned char *p = atomic_load(&shared_block);
     /* Until the prober has asked often enough (bounded either way). */
-    for (int i = 0; i < 2000000 && atomic_load(&info_calls) < 5000; i++) {
+    for (int i = 0; i < 2000000 &&
+                    (atomic_load(&info_calls) < 5000 || atomic_load(&in_place) < 1000);
+         i++) {
         size_t n = (i & 1) ? 8 * MiB : 6 * MiB;
         unsigned char *q = hp_realloc(p, n, 0);
         if (q != p)

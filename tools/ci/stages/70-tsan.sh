@@ -28,9 +28,10 @@ python3 tools/ci/count-meson.py $dir/meson-logs/testlog.json >> "$results"
 # more than the 64 locks per thread TSan's deadlock detector can track
 # (it dies with a CHECK in sanitizer_deadlock_detector.h), so this one runs
 # with lock-order checking off; data races are still reported. cache-api
-# forks too (a child with its own release thread), and runs hp_info against
-# in-place resizes in another thread.
-TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_deadlocks=0 \
+# forks too (a child with its own release thread: die_after_fork=0, since a
+# child of a threaded parent starting a thread is what it checks), and runs
+# hp_info against in-place resizes in another thread.
+TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_deadlocks=0:die_after_fork=0 \
   meson test -C $dir --print-errorlogs --timeout-multiplier 3 stress-fork cache-api || rc=1
 python3 tools/ci/count-meson.py $dir/meson-logs/testlog.json >> "$results"
 exit $rc
