@@ -86,6 +86,10 @@ static pthread_cond_t queue_cond = PTHREAD_COND_INITIALIZER;
 static struct srec *table[NBUCKETS];
 static struct srec *queue;
 static int reaper_running;
+/* The record of the thread running, if it runs on a libhp stack (its
+ * creator may not have put it in the table yet). initial-exec, as
+ * hpm_busy. */
+static __thread struct srec *self_rec __attribute__((tls_model("initial-exec")));
 
 static size_t bucket(pthread_t t)
 {
@@ -247,6 +251,7 @@ static void *trampoline(void *p)
 {
     struct srec *r = p;
     void *ret;
+    self_rec = r;
     pthread_cleanup_push(finished, r);
     ret = r->start(r->arg);
     pthread_cleanup_pop(1);
@@ -412,13 +417,15 @@ EXPORT int pthread_detach(pthread_t t)
     if (mode != STACKS_OFF) {
         pthread_mutex_lock(&lock);
         struct srec *r = table_find(t, 0);
+        if (!r && self_rec && pthread_equal(t, pthread_self()))
+            r = self_rec;  /* detaching itself before its creator returned */
         int rc = 0;
         if (r) {
             if (r->detached) {
                 rc = EINVAL;
             } else {
                 r->detached = 1;
-                if (r->finished)
+                if (r->finished && r->created)
                     enqueue(r);
             }
         }

@@ -6,8 +6,9 @@
  *                               their stack and wait; the main thread
  *                               measures their stacks in /proc/self/smaps;
  *                               then they are joined. Then N detached
- *                               threads (by attribute) and N threads
- *                               detached after creation run and finish.
+ *                               threads (by attribute), N detached by
+ *                               their creator and N that detach themselves
+ *                               run and finish.
  *     threads_prog fork N       N threads; one of them and the main thread
  *                               each fork a child that works on its stack
  *                               and with malloc, then execs true(1).
@@ -17,7 +18,6 @@
  * (hp_stack_cache_get_stats, found with dlsym: -1 when libhp is not in the
  * process) and how many of them sit in libhp's stack cache once the
  * detached threads have finished (polled, bounded count). */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -111,6 +111,13 @@ static void *quick(void *p)
     return p;
 }
 
+static void *self_detach(void *p)
+{
+    pthread_detach(pthread_self());
+    write_stack(4096);
+    return p;
+}
+
 static int stacks(int n)
 {
     struct slot *s = calloc((size_t)n, sizeof(*s));
@@ -149,6 +156,8 @@ static int stacks(int n)
             return 5;
         if (pthread_create(&d, NULL, quick, NULL) || pthread_detach(d))
             return 6;
+        if (pthread_create(&d, NULL, self_detach, NULL))
+            return 7;
     }
     pthread_attr_destroy(&da);
     /* Detached threads finish on their own and their stacks are released
@@ -159,7 +168,7 @@ static int stacks(int n)
         get_stats(&st);
         created = (long)(st.hits + st.misses);
         in_use_after_detach = (long)st.misses - (long)st.cached_stacks - (long)st.evictions;
-        if (created >= made + 2 * n && in_use_after_detach == 0)
+        if (created >= made + 3 * n && in_use_after_detach == 0)
             break;
         nanosleep(&ms, NULL);
     }
