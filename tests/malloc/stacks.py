@@ -25,26 +25,10 @@ import re
 import subprocess
 import sys
 
+from real_programs import Tap
+
 THREADS = 16
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
-
-
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, name, why=""):
-        self.n += 1
-        if not cond:
-            self.failed += 1
-        print(f"{'ok' if cond else 'not ok'} {self.n} - {name}" +
-              (f"  # {why}" if why and not cond else ""))
-        sys.stdout.flush()
-
-    def skip(self, name, why):
-        self.n += 1
-        print(f"ok {self.n} - {name} # SKIP {why}")
 
 
 def run(argv, env=None):
