@@ -236,7 +236,7 @@ static const struct {
     {"mthp", hpctl_mthp, "mthp [--json] | mthp set SIZE|all enabled|shmem_enabled VALUE "
                          "[--dry-run] [--json]"},
     {"watch", hpctl_watch, "watch [PID] [--interval SECONDS] [--count N] [--json]"},
-    {"run", hpctl_run, "run [--backend NAME] [--page-size SIZE] [--report] -- CMD [ARGS]"},
+    {"run", hpctl_run, "run [--backend NAME] [--page-size SIZE] [--stacks lean|huge] [--report] -- CMD [ARGS]"},
     {"version", cmd_version, "version [--json]"},
 };
 

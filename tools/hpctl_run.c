@@ -1,9 +1,11 @@
 /*
- * hpctl run [--backend NAME] [--page-size SIZE] [--report] [--] CMD [ARGS...]
+ * hpctl run [--backend NAME] [--page-size SIZE] [--stacks lean|huge] [--report] [--]
+ *           CMD [ARGS...]
  *
  * Runs an unmodified program with libhp-malloc.so: appends the library to
  * LD_PRELOAD, passes the choices on as environment (HP_BACKENDS,
- * HP_MALLOC_PAGE_SIZE), and with --report prints one line to stderr when
+ * HP_MALLOC_PAGE_SIZE, HP_STACKS for --stacks: thread stacks from
+ * hp_stack_create), and with --report prints one line to stderr when
  * the command has exited: what its malloc served from which backend and how
  * much of it was huge, as libhp-malloc measured in the process's smaps
  * (HP_MALLOC_STATS=line, written to a private file and read back here).
@@ -28,8 +30,8 @@
 
 static int run_usage(void)
 {
-    fprintf(stderr, "usage: hpctl run [--backend NAME] [--page-size SIZE] [--report] [--] "
-                    "CMD [ARGS...]\n");
+    fprintf(stderr, "usage: hpctl run [--backend NAME] [--page-size SIZE] [--stacks lean|huge] "
+                    "[--report] [--] CMD [ARGS...]\n");
     return 2;
 }
 
@@ -144,7 +146,7 @@ static int set_preload(const char *lib)
 
 int hpctl_run(int argc, char **argv)
 {
-    const char *backend = NULL, *page_size = NULL;
+    const char *backend = NULL, *page_size = NULL, *stacks = NULL;
     int report = 0, i = 0;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
@@ -157,6 +159,8 @@ int hpctl_run(int argc, char **argv)
             backend = argv[++i];
         else if (!strcmp(argv[i], "--page-size") && i + 1 < argc)
             page_size = argv[++i];
+        else if (!strcmp(argv[i], "--stacks") && i + 1 < argc)
+            stacks = argv[++i];
         else if (argv[i][0] == '-')
             return run_usage();
         else
@@ -171,6 +175,10 @@ int hpctl_run(int argc, char **argv)
     if (page_size && !page_size_ok(page_size)) {
         fprintf(stderr, "hpctl run: --page-size \"%s\" is not a power of two from 4K "
                         "(K/M/G suffix)\n", page_size);
+        return 2;
+    }
+    if (stacks && strcmp(stacks, "lean") && strcmp(stacks, "huge")) {
+        fprintf(stderr, "hpctl run: --stacks \"%s\" is neither lean nor huge\n", stacks);
         return 2;
     }
     char lib[4096];
@@ -189,6 +197,8 @@ int hpctl_run(int argc, char **argv)
     }
     if (page_size)
         setenv("HP_MALLOC_PAGE_SIZE", page_size, 1);
+    if (stacks)
+        setenv("HP_STACKS", stacks, 1);
     if (!report) {
         execvp(argv[i], argv + i);
         fprintf(stderr, "hpctl run: %s: %s\n", argv[i], strerror(errno));

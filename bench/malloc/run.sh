@@ -17,7 +17,16 @@ build=${1:-$src/build}
 build=$(cd "$build" && pwd) || exit 1
 [ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (hugetlb pool)" >&2; exit 1; }
 ninja -C "$build" lib/malloc/libhp-malloc.so bench/malloc/bench_umap bench/malloc/bench_mixed \
-  bench/malloc/proto_jemalloc.so bench/realloc/realloc_loop_libc >/dev/null || exit 1
+  bench/malloc/bench_sizes bench/malloc/bench_threads bench/malloc/proto_jemalloc.so \
+  bench/realloc/realloc_loop_libc \
+  >/dev/null || exit 1
+# --sizes [ROUNDS]: the threshold benchmark (sizes.py); --threads [ROUNDS]:
+# 128 threads with and without HP_STACKS (threads.py); else run.py.
+driver=(python3 "$here/run.py" --build "$build" --json "$build/bench-malloc.json")
+case "${1:-}" in
+  --sizes) shift; driver=(python3 "$here/sizes.py" "$build") ;;
+  --threads) shift; driver=(python3 "$here/threads.py" "$build") ;;
+esac
 pages=${HP_BENCH_POOL_PAGES:-1024}
 heavy=/run/lock/libhp-heavy.lock knobs=/run/lock/libhp-knobs.lock
 [ -w /run/lock ] || { heavy=/tmp/libhp-heavy.lock; knobs=/tmp/libhp-knobs.lock; }
@@ -39,6 +48,6 @@ thp=/sys/kernel/mm/transparent_hugepage
   echo
   echo "2 MiB pool: $got pages reserved (asked $pages, was $saved); THP enabled:" \
        "$(cat $thp/enabled); defrag: $(cat $thp/defrag)"
-  python3 "$here/run.py" --build "$build" --json "$build/bench-malloc.json" "$@"
+  "${driver[@]}" "$@"
 } | tee "$build/bench-malloc.md"
 exit "${PIPESTATUS[0]}"

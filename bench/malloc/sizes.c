@@ -2,7 +2,7 @@
  * bench/malloc: the cost of one malloc + touch + free cycle by size, to
  * place HP_MALLOC_LARGE (the size from which requests go to hp_alloc
  * instead of mimalloc's arenas). Run under libhp-malloc with different
- * HP_MALLOC_LARGE values (run_sizes.sh). For each size: ROUNDS cycles of
+ * HP_MALLOC_LARGE values (sizes.py). For each size: ROUNDS cycles of
  * malloc(size), write one byte per 4 KiB page, free; a live neighbour block
  * of the same size is kept, so the allocator cannot just hand back the same
  * block every time without managing two. Prints "size_kib ns_per_cycle".
@@ -21,7 +21,7 @@ static double now(void)
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 200;
-    static const size_t kib[] = {256, 1024, 2048, 4096, 8192, 16384};
+    static const size_t kib[] = {64, 128, 256, 512, 1024, 2048, 3072, 4096, 6144, 8192, 16384};
     for (size_t i = 0; i < sizeof(kib) / sizeof(*kib); i++) {
         size_t n = kib[i] << 10;
         char *keep = malloc(n);

@@ -2,11 +2,20 @@
  *
  * mimalloc carves arenas in 32 MiB segments and finds a segment's header by
  * masking a pointer (_mi_ptr_segment in mimalloc-internal.h), so an arena
- * must start on a 32 MiB boundary: each one is allocated one segment larger
- * and the tail past the aligned range is given back with hp_realloc (a
- * shrink releases the tail in place). The head stays mapped; for a hugetlb
- * arena it holds pool pages (at most 30 MiB per arena, which is why arenas
- * start at 64 MiB and double).
+ * must start on a 32 MiB boundary. hp_alloc takes no alignment, so the
+ * arena's mapping is steered onto one: a hole of the right size is made at
+ * an aligned address just before hp_alloc maps (fences_set), which is where
+ * the kernel puts the next mapping of that size. When it lands elsewhere
+ * all the same (another thread mapped first), the aligned part of the block
+ * is used if it is large enough, else the block is asked one segment larger
+ * and the tail past the aligned range is given back with hp_realloc; the
+ * head then stays mapped, unused. Every byte of a hugetlb arena is
+ * populated when it is mapped, so the slack is populated too: steering the
+ * mapping avoids that cost (up to 30 MiB per arena).
+ *
+ * Arenas grow in steps of a quarter of what they hold (at least
+ * HP_MALLOC_ARENA, 64 MiB by default, at most 1 GiB), so that little of a
+ * populated arena stays unused.
  *
  * Arenas are handed over as committed, zeroed and not "large"
  * (mi_manage_os_memory): committed memory is pinned (mimalloc never
@@ -32,13 +41,14 @@
 #include <sys/mman.h>
 
 #define MAX_ARENAS 64  /* MI_MAX_ARENAS in mimalloc 2.0.9 src/arena.c */
-#define MAX_DOUBLING ((size_t)1 << 30)
+#define MAX_GROWTH ((size_t)1 << 30)
 
 _Atomic uint64_t hpm_arena_map[HPM_GRANULES / 64];
 
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned narenas;
 static int libhp_refused;
+static size_t arena_total;  /* bytes of all arenas, under grow_lock */
 
 unsigned hpm_arena_count(void)
 {
@@ -57,34 +67,93 @@ static uintptr_t align_up(uintptr_t v, size_t a)
     return (v + a - 1) & ~(uintptr_t)(a - 1);
 }
 
-/* From libhp: returns the aligned start, or NULL. */
-static void *from_libhp(size_t len, char *backend, size_t backend_cap, uint64_t *page_size,
-                        void **block)
+/* An aligned hole for the next mapping of len bytes. The kernel places a
+ * new mapping at the top of the highest free gap that holds len plus the
+ * alignment it needs (unmapped_area_topdown in mm/mmap.c adds align_mask to
+ * the length it searches for: nearly 2 MiB for a hugetlb or THP-aligned
+ * mapping). So: a PROT_NONE reservation, and in it a gap of HOLE_PAD + len
+ * unmapped that ends on len past a segment boundary. Every free gap above
+ * the reservation was too small for the reservation, so unless one of them
+ * still holds the mapping or another thread maps first, hp_alloc's mapping
+ * lands on the boundary: a segment-aligned arena with no slack to
+ * populate. Returns the reservation (for fences_drop), or MAP_FAILED. */
+#define HOLE_PAD ((size_t)2 << 20)
+
+static char *fences_set(size_t len, uintptr_t *hole)
 {
-    size_t want = len + HPM_SEGMENT;
+    size_t rlen = len + HPM_SEGMENT + HOLE_PAD;
+    char *r = mmap(NULL, rlen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED)
+        return r;
+    *hole = align_up((uintptr_t)r + HOLE_PAD, HPM_SEGMENT);
+    munmap((void *)(*hole - HOLE_PAD), HOLE_PAD + len);
+    return r;
+}
+
+/* Unmap what is left of the reservation around the hole. */
+static void fences_drop(char *r, size_t len, uintptr_t hole)
+{
+    uintptr_t lo = hole - HOLE_PAD, hi = hole + len;
+    if (lo > (uintptr_t)r)
+        munmap(r, lo - (uintptr_t)r);
+    uintptr_t top = (uintptr_t)r + len + HPM_SEGMENT + HOLE_PAD;
+    if (top > hi)
+        munmap((void *)hi, top - hi);
+}
+
+static int refused(void)
+{
+    /* Out of memory is the caller's ENOMEM; anything else (a bad HP_*
+     * value: HP_EENV) is said once. */
+    if (hp_last_error() != HP_ENOMEM && !libhp_refused++)
+        hpm_warn("hp_alloc refused an arena (%s: %s); arenas come from plain mmap, on base "
+                 "pages", hp_error_name(hp_last_error()), hp_last_error_detail());
+    return 0;
+}
+
+/* From libhp: *len usable bytes (may come back smaller, never below
+ * min_len) at a segment-aligned start, or NULL. */
+static void *from_libhp(size_t *len, size_t min_len, char *backend, size_t backend_cap,
+                        uint64_t *page_size, void **block)
+{
+    size_t want = *len;
+    uintptr_t hole = 0;
+    /* libhp's first call loads its plugins (mappings of their own): load
+     * them before the hole is made. */
+    (void)hp_backend_count();
+    char *r = fences_set(want, &hole);
     char *p = hp_alloc(want, hpm_opt.page_flags);
-    if (!p) {
-        /* Out of memory is the caller's ENOMEM; anything else (a bad HP_*
-         * value: HP_EENV) is said once. */
-        if (hp_last_error() != HP_ENOMEM && !libhp_refused++)
-            hpm_warn("hp_alloc refused a %zu MiB arena (%s: %s); arenas come from plain "
-                     "mmap, on base pages", want >> 20, hp_error_name(hp_last_error()),
-                     hp_last_error_detail());
-        return NULL;
-    }
+    if (r != MAP_FAILED)
+        fences_drop(r, want, hole);
+    if (!p)
+        return refused(), NULL;
     uintptr_t a = align_up((uintptr_t)p, HPM_SEGMENT);
-    size_t keep = (size_t)(a - (uintptr_t)p) + len;
-    if (keep < want) {
-        char *q = hp_realloc(p, keep, HP_F_NOZERO | hpm_opt.page_flags);
-        if (q && q != p) {  /* moved after all: realign inside what it kept */
-            p = q;
-            a = align_up((uintptr_t)p, HPM_SEGMENT);
-            if (a + len > (uintptr_t)p + keep) {
-                hp_free(p);
-                return NULL;
+    size_t usable = (size_t)((uintptr_t)p + want - a) & ~(HPM_SEGMENT - 1);
+    if (a != (uintptr_t)p && usable < min_len) {
+        /* Placed elsewhere and too little of it aligned: one segment more,
+         * the tail past the aligned range given back (a shrink releases it
+         * in place); the head stays mapped, unused. */
+        hp_free(p);
+        want = *len + HPM_SEGMENT;
+        p = hp_alloc(want, hpm_opt.page_flags);
+        if (!p)
+            return refused(), NULL;
+        a = align_up((uintptr_t)p, HPM_SEGMENT);
+        size_t keep = (size_t)(a - (uintptr_t)p) + *len;
+        if (keep < want) {
+            char *q = hp_realloc(p, keep, HP_F_NOZERO | hpm_opt.page_flags);
+            if (q && q != p) {  /* moved after all: realign inside what it kept */
+                p = q;
+                a = align_up((uintptr_t)p, HPM_SEGMENT);
+                if (a + *len > (uintptr_t)p + keep) {
+                    hp_free(p);
+                    return NULL;
+                }
             }
         }
+        usable = *len;
     }
+    *len = usable;
     /* hp_info measures the block's huge pages from the kernel (pagemap or
      * smaps), which costs a read over the whole arena: only the stats want
      * the backend's name and page size. */
@@ -124,9 +193,16 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
         errno = ENOMEM;
         return -1;
     }
-    size_t len = hpm_opt.arena_min;
-    for (unsigned i = 0; i < n && len < MAX_DOUBLING; i++)
-        len *= 2;
+    /* A quarter of what the arenas hold so far, at least arena_min, at
+     * most MAX_GROWTH: every arena byte is populated when it comes from
+     * the hugetlb pool, so growing in small steps leaves less of it
+     * unused, while the arena count (MAX_ARENAS) still reaches about
+     * 60 GiB. */
+    size_t len = align_up(arena_total / 4, HPM_SEGMENT);
+    if (len < hpm_opt.arena_min)
+        len = hpm_opt.arena_min;
+    if (len > MAX_GROWTH)
+        len = MAX_GROWTH;
     /* mimalloc needs a whole segment plus its own header for one object. */
     size_t need = align_up(min_len + HPM_SEGMENT, HPM_SEGMENT);
     if (need > len)
@@ -134,7 +210,7 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
     char backend[32] = "mmap";
     uint64_t page_size = 4096;
     void *block = NULL;
-    void *a = from_libhp(len, backend, sizeof(backend), &page_size, &block);
+    void *a = from_libhp(&len, need, backend, sizeof(backend), &page_size, &block);
     if (!a) {
         strcpy(backend, "mmap");
         page_size = 4096;
@@ -148,6 +224,7 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
         return -1;
     }
     map_arena((uintptr_t)a, len);
+    arena_total += len;
     atomic_store_explicit(&narenas, n + 1, memory_order_release);
     /* The stats count the whole block, alignment slack included. */
     hpm_stats_arena(block, (size_t)((char *)a + len - (char *)block), backend, page_size);

@@ -27,7 +27,8 @@ struct hpm_options {
     size_t large_min;        /* HP_MALLOC_LARGE: requests this big go to hp_alloc */
     _Atomic size_t fast_max; /* 0 until initialised, then large_min: the fast
                                 path serves n < fast_max (one compare) */
-    size_t arena_min;        /* HP_MALLOC_ARENA: first arena size; later ones double */
+    size_t arena_min;        /* HP_MALLOC_ARENA: first arena size; later ones a quarter
+                                of all arenas so far, at least this */
     int stats;               /* HP_MALLOC_STATS: 0 off, 1 table, 2 one line */
     uint64_t page_flags;     /* HP_MALLOC_PAGE_SIZE as hp_page_size_flag(), or 0 */
     const char *stats_path;  /* HP_MALLOC_STATS_FILE, or NULL for stderr */

@@ -182,7 +182,7 @@ static void t_calloc_zero(void **state)
         }
 }
 
-/* Requests from HP_MALLOC_LARGE (4 MiB by default) up are libhp blocks;
+/* Requests from HP_MALLOC_LARGE (8 MiB by default) up are libhp blocks;
  * realloc keeps the contents across every kind of move. */
 static void t_large_blocks(void **state)
 {
