@@ -334,7 +334,8 @@ static int child_hostile(void *dir)
     void *warm = hp_alloc_ex(4096, &o);  /* the honest path works */
     CHILD_CHECK(warm && hp_free(warm) == HP_OK);
     long maps = maps_count();
-    for (size_t lie = 1; lie <= 6; lie++) {
+    for (size_t lie = 1; lie <= 9; lie++) {
+        o.flags = lie == 9 ? HP_F_PAGE_2M : 0;
         void *p = hp_alloc_ex(lie, &o);
         fprintf(stderr, "# lie %zu: %s %s\n", lie, hp_error_name(hp_last_error()),
                 hp_last_error_detail());
