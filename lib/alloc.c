@@ -708,6 +708,18 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
     full.mapped_size = b.m.map_len;
     full.huge_bytes = huge > 0 ? (uint64_t)huge : 0;
     full.flags = b.flags;
+    full.numa_node = -1;
+    full.fd = -1;
+    int (*query)(void *, const struct hp_mapping *, struct hp_block_query *) =
+        HP_OP(b.backend->ops, query);
+    if (query && size > offsetof(struct hp_block_info, flags) + sizeof(full.flags)) {
+        struct hp_block_query q = {sizeof(q), 0, -1, -1, 0};
+        if (query(b.backend->self, &b.m, &q) == HP_OK) {
+            full.numa_node = q.numa_node < -1 ? -1 : q.numa_node;
+            full.fd = q.fd < -1 ? -1 : q.fd;
+            full.fd_offset = full.fd >= 0 ? q.fd_offset : 0;
+        }
+    }
     memcpy(info, &full, size < sizeof(full) ? size : sizeof(full));
     return HP_OK;
 }

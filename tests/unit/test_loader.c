@@ -180,6 +180,15 @@ static int child_context(void *dir)
         void *p = hp_alloc_ex(8192, &o);
         struct hp_block_info info = HP_BLOCK_INFO_INIT;
         CHILD_CHECK(p && hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fixture-context"));
+        /* The query op reaches hp_info ... */
+        CHILD_CHECK(info.numa_node == 3 && info.fd >= 0 && info.fd_offset == 4096 &&
+                    fcntl(info.fd, F_GETFD) >= 0);
+        /* ... and a caller with the 1.0 struct gets the 1.0 fields only. */
+        struct hp_block_info old;
+        memset(&old, 0x7e, sizeof(old));
+        old.size = (uint32_t)offsetof(struct hp_block_info, numa_node);
+        CHILD_CHECK(hp_info(p, &old) == HP_OK && old.usable_size == info.usable_size &&
+                    old.numa_node == 0x7e7e7e7e && old.fd_offset == UINT64_C(0x7e7e7e7e7e7e7e7e));
         CHILD_CHECK(hp_free(p) == HP_OK);
     }
     exit(0);  /* run the destructors, unlike run_in_child's _exit */
