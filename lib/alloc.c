@@ -510,6 +510,11 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
 static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
 {
     uint64_t old_len = b->m.len;
+    /* Shared memory mapped before a fork is the other process's too: a
+     * remap (a shrinking ftruncate, say) could take pages away under it.
+     * Such a block is copied instead (hp/backend.h, HP_MAP_SHARED). */
+    if ((b->m.flags & HP_MAP_SHARED) && b->gen != hp_fork_gen())
+        return HP_ENOTSUP;
     /* Past the committed end, remap hands out only zeroed bytes (the block
      * rules of hp/backend.h); below it, old contents may remain. */
     uint64_t dirty = hp_committed(&b->m);

@@ -56,10 +56,12 @@
  * instead of in file statics. init returning an error rejects the plugin,
  * with "init failed: <code>: <detail>" as the reason; fini is then not
  * called and the file is unloaded. Every later op receives that self as its
- * first argument (NULL when init is NULL). fini(self) is called once, when
- * libhp unloads (its destructor), after the last op and before dlclose;
- * mappings still alive then (blocks the application never freed) stay
- * mapped, so fini must not unmap memory that blocks may still use.
+ * first argument (NULL when init is NULL). fini(self) is called once, from
+ * libhp's destructor (at exit, or when libhp itself is dlclose'd); plugins
+ * are never unloaded before. Other threads may still be running then, and
+ * blocks the application never freed stay mapped: fini may release what
+ * only probing needs, but must leave whatever map, unmap and the blocks
+ * still use.
  *
  * probe: a backend that works but cannot serve on this machine returns
  * HP_OK with available = 0 and says why in caps->reason. A probe that
@@ -232,10 +234,10 @@ struct hp_map_request {
  * (a freed block is unmapped at once). Fork rule: after fork() parent and
  * child see the same bytes; unmap must release only the calling process's
  * view (munmap, close its descriptor), never shrink or destroy an object
- * another process may still map; the core never calls remap for such a
- * block in a process other than the one that mapped it (it copies into a
- * new block instead), so a child resizing a block cannot take memory away
- * from its parent. */
+ * another process may still map; once a fork() happened after the block was
+ * mapped, the core never calls remap for it again, in the parent or the
+ * child (it copies into a new block instead), so a child resizing a block
+ * cannot take memory away from its parent. */
 #define HP_MAP_SHARED   0x2u
 /* The pages come from a finite reserved pool (hugetlb-like). The fork rules
  * of hp/alloc.h apply: pages of a range that existed at fork() are never
