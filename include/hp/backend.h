@@ -14,9 +14,11 @@
  * ONE DOOR: libhp's own backends (hugetlbfs, thp-madvise, anon-orders and the
  * fallback compiled into the core) use this header and nothing else. The
  * core never reads a plugin's cookie and never treats a backend differently
- * because of its name: what the core's cache of freed ranges, hp_realloc and
- * stacks need to know about a mapping is in struct hp_mapping (committed,
- * flags) and struct hp_backend_caps, which any plugin can fill.
+ * because of its name: what the core's cache of freed ranges and hp_realloc
+ * need to know about a mapping is in struct hp_mapping (committed, flags)
+ * and struct hp_backend_caps, which any plugin can fill. (Stacks,
+ * hp/stack.h, do not go through backends yet; the align and guard of
+ * struct hp_map_request are there for them.)
  *
  * A plugin is a shared object in the backend directory
  * (`pkg-config --variable=backenddir libhp`, or HP_BACKEND_PATH). It must not
@@ -55,7 +57,8 @@
  * that first uses libhp, before any probe). A plugin keeps its state there
  * instead of in file statics. init returning an error rejects the plugin,
  * with "init failed: <code>: <detail>" as the reason; fini is then not
- * called and the file is unloaded. Every later op receives that self as its
+ * called. A plugin rejected after a successful init (its probe at load
+ * fails) gets fini(self) before it is rejected. Every later op receives that self as its
  * first argument (NULL when init is NULL). fini(self) is called once, from
  * libhp's destructor (at exit, or when libhp itself is dlclose'd); plugins
  * are never unloaded before. Other threads may still be running then, and
