@@ -45,6 +45,11 @@ static void init_host(struct hp_host *h)
     h->read_text = hp_os_read_text;
     h->measure_huge_bytes = host_measure;
     h->base_page_size = hp_os_page_size();
+    h->os_memfd = hp_os_memfd;
+    h->os_ftruncate = hp_os_ftruncate;
+    h->os_close = hp_os_close_fd;
+    h->os_mbind = hp_os_mbind;
+    h->os_getcpu = hp_os_getcpu;
 }
 
 /* dir/file on the heap, or NULL. */
@@ -137,7 +142,7 @@ static int probe(struct hp_backend *b, struct hp_backend_caps *out, char *why, s
     /* Logged before the call: if the probe crashes, the log names the file. */
     hp_log("loader: probing %s (%s)", b->path ? b->path : "?", b->name);
     hp_set_detail("");
-    int rc = b->ops->probe(&caps);
+    int rc = b->ops->probe(b->self, &caps);
     caps.reason[sizeof(caps.reason) - 1] = '\0';
     if (rc != HP_OK) {
         const char *detail = hp_last_error_detail();
@@ -177,6 +182,16 @@ static int named_in_env(const char *name)
     return 0;
 }
 
+/* The plugin's teardown, once: the table forgets its context. */
+static void fini(struct hp_backend *b)
+{
+    void (*op)(void *) = b->ops ? HP_OP(b->ops, fini) : NULL;
+    void *self = b->self;
+    b->self = NULL;
+    if (op)
+        op(self);
+}
+
 /* Check a descriptor and adopt the scratch slot b into the table; on
  * failure the file is listed as rejected with the reason. */
 static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
@@ -185,9 +200,9 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
     if (!ops)
         return reject(b, "entry point returned NULL%s", NULL);
     if (ops->abi_version != HP_BACKEND_ABI_VERSION) {
-        char v[32];
-        snprintf(v, sizeof(v), "%u", ops->abi_version);
-        return reject(b, "backend ABI version %s, libhp speaks 1", v);
+        char v[64];
+        snprintf(v, sizeof(v), "%u, libhp speaks %u", ops->abi_version, HP_BACKEND_ABI_VERSION);
+        return reject(b, "backend ABI version %s", v);
     }
     if (ops->size < min_size)
         return reject(b, "descriptor too short (size field below the mandatory ops)%s", NULL);
@@ -200,12 +215,27 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
         return reject(b, "duplicate backend name \"%s\"", ops->name);
     b->ops = ops;
     b->kind = ops->kind;
+    int (*init)(const struct hp_host *, void **) = HP_OP(ops, init);
+    if (init) {
+        hp_log("loader: init %s (%s)", b->path ? b->path : "?", b->name);
+        hp_set_detail("");
+        int rc = init(&core.host, &b->self);
+        if (rc != HP_OK) {
+            char why[256];
+            const char *detail = hp_last_error_detail();
+            snprintf(why, sizeof(why), "init failed: %s: %.200s", hp_error_name(rc),
+                     detail[0] ? detail : "(the plugin gave no reason)");
+            return reject(b, "%s", why);
+        }
+    }
     if (ops->kind == HP_KIND_OTHER && !named_in_env(ops->name)) {
         defer_probe(b);
     } else {
         char why[256];
-        if (probe(b, &b->caps, why, sizeof(why)) != HP_OK)
+        if (probe(b, &b->caps, why, sizeof(why)) != HP_OK) {
+            fini(b);
             return reject(b, "%s", why);
+        }
         b->probed_ns = now_ns();
     }
     pthread_mutex_init(&b->caps_lock, NULL);
@@ -265,7 +295,7 @@ static int load_plugin(int dirfd, const char *dir, const char *file)
         char why[64];
         snprintf(why, sizeof(why), "%d", HP_MAX_BACKENDS - 1);
         return reject(b, "not loaded: %s plugins are loaded already, the most libhp keeps "
-                      "(one more slot is the built-in fallback's)", why);
+                      "(one more slot is the built-in backend's)", why);
     }
     char why[200];
     b->fd = hp_trust_open_file(dirfd, file, why, sizeof(why));
@@ -275,6 +305,9 @@ static int load_plugin(int dirfd, const char *dir, const char *file)
         return -1;
     hp_backend_entry_fn entry;
     *(void **)&entry = dlsym(b->dl, HP_BACKEND_ENTRY_NAME);
+    if (!entry && dlsym(b->dl, "hp_backend_entry_v1"))
+        return reject(b, "built for backend ABI 1; this libhp loads ABI 2 (%s)",
+                      HP_BACKEND_ENTRY_NAME);
     if (!entry)
         return reject(b, "missing entry symbol %s", HP_BACKEND_ENTRY_NAME);
     return adopt(b, entry(&core.host));
@@ -321,7 +354,7 @@ static void scan_dir(const char *dir)
     char why[512];
     int fd = hp_trust_open_dir(dir, why, sizeof(why));
     if (fd == -ENOENT) {
-        hp_log("loader: no backend directory %s (%s); built-in fallback only", dir, why);
+        hp_log("loader: no backend directory %s (%s); built-in backend only", dir, why);
         return;
     }
     if (fd < 0) {
@@ -372,8 +405,9 @@ static void load_all(void)
     }
     scan_dir(o->backend_path);
     /* The base-page backend is always there, even with no plugin directory. */
-    if (!hp_backend_by_name(&core, "fallback"))
-        adopt(scratch(strdup("builtin")), hp_builtin_fallback(&core.host));
+    const struct hp_backend_ops *builtin = hp_builtin_backend(&core.host);
+    if (!hp_backend_by_name(&core, builtin->name))
+        adopt(scratch(strdup("builtin")), builtin);
     /* HP_BACKENDS must name backends that exist (loaded or rejected). */
     for (unsigned pass = 0; pass < 2 && core.init_error == HP_OK; pass++) {
         unsigned n = pass ? o->n_never : o->n_only;
@@ -401,6 +435,8 @@ static void load_all(void)
  * threads at exit), and so do their descriptors. */
 __attribute__((destructor)) static void loader_fini(void)
 {
+    for (unsigned i = 0; i < core.n; i++)
+        fini(&core.backends[i]);
     for (unsigned i = 0; i < core.n; i++) {
         char *path = core.backends[i].path;
         core.backends[i].path = NULL;

@@ -33,7 +33,7 @@ static uint64_t pmd_size(void)
     return v;
 }
 
-static int orders_probe(struct hp_backend_caps *caps)
+static int orders_probe(void *self, struct hp_backend_caps *caps)
 {
     char top[16], mode[16], path[160], list[200] = "";
     size_t used = 0;
@@ -92,17 +92,26 @@ static int needs_advice(uint64_t page_size)
     return (atomic_load(&advised_sizes) & ((page_size << 1) - 1)) != 0;
 }
 
-static int orders_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int orders_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t len = hpb_round_up(req->len, host->base_page_size);
     void *p;
-    int rc = hpb_map_aligned(host, len, req->page_size, 0, &p);
+    int rc;
+    if (req->guard || req->align > req->page_size) {
+        rc = hpb_map_guarded(host, req, len, req->page_size, 0, out);
+        p = out->addr;
+    } else {
+        rc = hpb_map_aligned(host, len, req->page_size, 0, &p);
+        out->addr = out->map_addr = p;
+        out->len = out->map_len = out->committed = len;
+        out->flags = HP_MAP_CARVABLE;
+    }
     if (rc != HP_OK)
         return rc;
     if (needs_advice(req->page_size)) {
         rc = host->os_advise(p, len, MADV_HUGEPAGE);
         if (rc < 0) {
-            host->os_unmap(p, len);
+            host->os_unmap(out->map_addr, out->map_len);
             return hpb_fail(host, HP_ENOMEM, "madvise(MADV_HUGEPAGE) failed: %s",
                             strerror(-rc));
         }
@@ -110,30 +119,28 @@ static int orders_map(const struct hp_map_request *req, struct hp_mapping *out)
     if (req->flags & HP_F_POPULATE) {
         rc = hpb_populate(host, p, len);
         if (rc != HP_OK) {
-            host->os_unmap(p, len);
+            host->os_unmap(out->map_addr, out->map_len);
             return rc;
         }
     }
-    out->addr = out->map_addr = p;
-    out->len = out->map_len = len;
     out->page_size = req->page_size;
     return HP_OK;
 }
 
-static int orders_unmap(const struct hp_mapping *m)
+static int orders_unmap(void *self, const struct hp_mapping *m)
 {
     return hpb_unmap(host, m);
 }
 
 /* Growth commits reserved headroom or moves to an aligned destination, so
  * huge pages keep their mappings (backend_util.h). */
-static int orders_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+static int orders_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 {
     (void)flags;
     return hpb_remap_anon(host, m, new_len, m->page_size);
 }
 
-static int orders_advise(const struct hp_mapping *m, uint64_t flags)
+static int orders_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     return hpb_advise_populate(host, m, flags);
 }

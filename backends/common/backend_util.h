@@ -35,19 +35,35 @@ int hpb_map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, int e
  *     hugetlbfs, pool pages); committed >= len;
  *   - [map_addr + committed, map_addr + map_len) is PROT_NONE address space
  *     reserved for growth in place;
- *   - committed is the cookie, or map_len when the cookie is 0;
+ *   - committed is hp_mapping.committed, always set (never 0);
  *   - unmap is munmap(map_addr, map_len), so every page-aligned piece of a
- *     mapping is itself a mapping the backend can unmap.
+ *     mapping is itself a mapping the backend can unmap: the mappings say
+ *     so with HP_MAP_CARVABLE, and the core's cache carves and merges them
+ *     like any plugin's that sets the flag. The cookie is unused.
  */
 static inline uint64_t hpb_committed(const struct hp_mapping *m)
 {
-    return m->cookie ? m->cookie : m->map_len;
+    return m->committed ? m->committed : m->len;
 }
 
 static inline void hpb_set_committed(struct hp_mapping *m, uint64_t committed)
 {
-    m->cookie = committed >= m->map_len ? 0 : committed;
+    m->committed = committed;
 }
+
+/* For a request with a guard or an alignment above the page size: reserve
+ * guard + len bytes of PROT_NONE address space such that *addr, guard bytes
+ * above *map_addr, is aligned to align. The caller maps its memory at *addr
+ * with MAP_FIXED; [*map_addr, *addr) stays the guard. HP_OK or HP_ENOMEM. */
+int hpb_reserve_guarded(const struct hp_host *h, uint64_t len, uint64_t align, uint64_t guard,
+                        void **map_addr, void **addr);
+
+/* hpb_reserve_guarded, then private anonymous read-write memory at addr
+ * (extra_flags or-ed in), aligned to max(req->align, align), with
+ * req->guard bytes below: fills out's addresses, len and committed. Such a
+ * mapping is not HP_MAP_CARVABLE (addr != map_addr when guarded). */
+int hpb_map_guarded(const struct hp_host *h, const struct hp_map_request *req, uint64_t len,
+                    uint64_t align, int extra_flags, struct hp_mapping *out);
 
 /* Reserve len bytes of PROT_NONE address space (no memory, no commit charge)
  * aligned to align. Returns HP_OK or HP_ENOMEM (detail set). */

@@ -1,6 +1,6 @@
 /*
  * fallback — plain base pages. Always available; the last resort of every
- * selection. Built both as a plugin and into the core (HP_BUILTIN_FALLBACK),
+ * selection. Built both as a plugin and into the core (HP_BUILTIN_BACKEND),
  * so hp_alloc works with no plugin directory at all.
  */
 #include "backend_util.h"
@@ -11,7 +11,7 @@
 
 static const struct hp_host *host;
 
-static int fallback_probe(struct hp_backend_caps *caps)
+static int fallback_probe(void *self, struct hp_backend_caps *caps)
 {
     caps->available = 1;
     caps->n_page_sizes = 1;
@@ -22,33 +22,42 @@ static int fallback_probe(struct hp_backend_caps *caps)
     return HP_OK;
 }
 
-static int fallback_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int fallback_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t len = hpb_round_up(req->len, host->base_page_size);
     void *p;
-    int rc = hpb_map_aligned(host, len, host->base_page_size, 0, &p);
-    if (rc != HP_OK)
-        return rc;
+    int rc;
+    if (req->guard || req->align > host->base_page_size) {
+        rc = hpb_map_guarded(host, req, len, host->base_page_size, 0, out);
+        if (rc != HP_OK)
+            return rc;
+        p = out->addr;
+    } else {
+        rc = hpb_map_aligned(host, len, host->base_page_size, 0, &p);
+        if (rc != HP_OK)
+            return rc;
+        out->addr = out->map_addr = p;
+        out->len = out->map_len = out->committed = len;
+        out->flags = HP_MAP_CARVABLE;
+    }
     if (req->flags & HP_F_POPULATE) {
         rc = hpb_populate(host, p, len);
         if (rc != HP_OK) {
-            host->os_unmap(p, len);
+            host->os_unmap(out->map_addr, out->map_len);
             return rc;
         }
     }
-    out->addr = out->map_addr = p;
-    out->len = out->map_len = len;
     out->page_size = host->base_page_size;
     return HP_OK;
 }
 
-static int fallback_unmap(const struct hp_mapping *m)
+static int fallback_unmap(void *self, const struct hp_mapping *m)
 {
     return hpb_unmap(host, m);
 }
 
 /* mremap moves page tables, never bytes; base pages need no alignment. */
-static int fallback_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+static int fallback_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 {
     (void)flags;
     uint64_t len = hpb_round_up(new_len, host->base_page_size);
@@ -58,11 +67,11 @@ static int fallback_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags
         return hpb_fail(host, HP_ENOMEM, "mremap to %llu bytes failed: %s",
                         (unsigned long long)len, strerror(-rc));
     m->addr = m->map_addr = p;
-    m->len = m->map_len = len;
+    m->len = m->map_len = m->committed = len;
     return HP_OK;
 }
 
-static int fallback_advise(const struct hp_mapping *m, uint64_t flags)
+static int fallback_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     return hpb_advise_populate(host, m, flags);
 }
@@ -80,9 +89,9 @@ static const struct hp_backend_ops fallback_ops = {
     .advise = fallback_advise,
 };
 
-#ifdef HP_BUILTIN_FALLBACK
+#ifdef HP_BUILTIN_BACKEND
 #include "loader.h"
-const struct hp_backend_ops *hp_builtin_fallback(const struct hp_host *h)
+const struct hp_backend_ops *hp_builtin_backend(const struct hp_host *h)
 #else
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h)

@@ -111,10 +111,10 @@ static uint64_t cgroup_room(uint64_t ps)
 
 static int memfd_usable(void)
 {
-    int fd = memfd_create("hp-probe", MFD_HUGETLB | MFD_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    if (host->os_memfd("hp-probe", MFD_HUGETLB, &fd) != 0)
         return 0;
-    close(fd);
+    host->os_close(fd);
     return 1;
 }
 
@@ -145,7 +145,7 @@ static void probe_fixed(void)
     fixed_probed = 1;
 }
 
-static int hugetlb_probe(struct hp_backend_caps *caps)
+static int hugetlb_probe(void *self, struct hp_backend_caps *caps)
 {
     char list[160] = "";
     size_t used = 0;
@@ -186,11 +186,17 @@ static int hugetlb_probe(struct hp_backend_caps *caps)
     return HP_OK;
 }
 
-static int hugetlb_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int map_guarded(const struct hp_map_request *req, uint64_t len, struct hp_mapping *out);
+static int map_pages_at(char *at, uint64_t len, uint64_t ps, int fixed);
+static int pool_dry(uint64_t ps, uint64_t len, int rc);
+
+static int hugetlb_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t ps = req->page_size, len = hpb_round_up(req->len, ps);
     int shift = __builtin_ctzll(ps);
     void *p;
+    if (req->guard || req->align > ps)
+        return map_guarded(req, len, out);
     int rc = host->os_map(NULL, len, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), -1,
                           0, &p);
@@ -204,12 +210,36 @@ static int hugetlb_map(const struct hp_map_request *req, struct hp_mapping *out)
         return rc;
     }
     out->addr = out->map_addr = p;
-    out->len = out->map_len = len;
+    out->len = out->map_len = out->committed = len;
+    out->flags = HP_MAP_CARVABLE | HP_MAP_POOL;
     out->page_size = ps;
     return HP_OK;
 }
 
-static int hugetlb_unmap(const struct hp_mapping *m)
+/* Pool pages at an address aligned to max(align, ps), guard bytes of
+ * PROT_NONE below: a reservation, then the pages over its top (MAP_FIXED). */
+static int map_guarded(const struct hp_map_request *req, uint64_t len, struct hp_mapping *out)
+{
+    uint64_t ps = req->page_size, align = req->align > ps ? req->align : ps;
+    void *start, *at;
+    int rc = hpb_reserve_guarded(host, len, align, req->guard, &start, &at);
+    if (rc != HP_OK)
+        return rc;
+    rc = map_pages_at(at, len, ps, MAP_FIXED);
+    if (rc < 0) {
+        host->os_unmap(start, req->guard + len);
+        return pool_dry(ps, len, rc);
+    }
+    out->map_addr = start;
+    out->map_len = req->guard + len;
+    out->addr = at;
+    out->len = out->committed = len;
+    out->flags = HP_MAP_POOL;
+    out->page_size = ps;
+    return HP_OK;
+}
+
+static int hugetlb_unmap(void *self, const struct hp_mapping *m)
 {
     return hpb_unmap(host, m);
 }
@@ -310,7 +340,7 @@ static int move_grow(struct hp_mapping *m, uint64_t extent)
  * reservation after it. Growth maps pool pages into the reservation, else
  * right after the mapping, else moves (move_grow). Shrink unmaps whole pages
  * past the new end: they go back to the pool at once. */
-static int hugetlb_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+static int hugetlb_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 {
     (void)flags;
     uint64_t ps = m->page_size, extent = hpb_round_up(new_len, ps), committed = hpb_committed(m);
@@ -323,7 +353,7 @@ static int hugetlb_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
             if (rc < 0)
                 return hpb_fail(host, HP_ENOMEM, "munmap of the tail failed: %s", strerror(-rc));
             m->map_len = extent;
-            m->cookie = 0;
+            m->committed = m->map_len;
         }
         m->len = extent;
         return HP_OK;
@@ -340,7 +370,7 @@ static int hugetlb_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
         int rc = map_pages_at(start + committed, extent - committed, ps, MAP_FIXED_NOREPLACE);
         if (rc == 0) {
             m->len = m->map_len = extent;
-            m->cookie = 0;
+            m->committed = m->map_len;
             return HP_OK;
         }
         if (rc != -EEXIST)
@@ -349,7 +379,7 @@ static int hugetlb_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
     return move_grow(m, extent);
 }
 
-static int hugetlb_advise(const struct hp_mapping *m, uint64_t flags)
+static int hugetlb_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     return hpb_advise_populate(host, m, flags);
 }

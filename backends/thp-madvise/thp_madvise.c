@@ -32,7 +32,7 @@ static int pmd_mode(uint64_t pmd, char *mode, size_t cap)
     return rc;
 }
 
-static int thp_probe(struct hp_backend_caps *caps)
+static int thp_probe(void *self, struct hp_backend_caps *caps)
 {
     char buf[64], mode[16], defrag[32] = "?";
     uint64_t pmd = 0;
@@ -96,43 +96,50 @@ static int thp_apply(void *addr, uint64_t len, uint64_t pmd, uint64_t flags)
     return (flags & HP_F_COLLAPSE) ? thp_collapse(addr, len, pmd) : HP_OK;
 }
 
-static int thp_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int thp_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t pmd = req->page_size, len = hpb_round_up(req->len, host->base_page_size);
     void *p;
-    int rc = hpb_map_aligned(host, len, pmd, 0, &p);
+    int rc;
+    if (req->guard || req->align > pmd) {
+        rc = hpb_map_guarded(host, req, len, pmd, 0, out);
+        p = out->addr;
+    } else {
+        rc = hpb_map_aligned(host, len, pmd, 0, &p);
+        out->addr = out->map_addr = p;
+        out->len = out->map_len = out->committed = len;
+        out->flags = HP_MAP_CARVABLE;
+    }
     if (rc != HP_OK)
         return rc;
     rc = host->os_advise(p, len, MADV_HUGEPAGE);
     if (rc < 0) {
-        host->os_unmap(p, len);
+        host->os_unmap(out->map_addr, out->map_len);
         return hpb_fail(host, HP_ENOMEM, "madvise(MADV_HUGEPAGE) failed: %s", strerror(-rc));
     }
     rc = thp_apply(p, len, pmd, req->flags);
     if (rc != HP_OK) {
-        host->os_unmap(p, len);
+        host->os_unmap(out->map_addr, out->map_len);
         return rc;
     }
-    out->addr = out->map_addr = p;
-    out->len = out->map_len = len;
     out->page_size = pmd;
     return HP_OK;
 }
 
-static int thp_unmap(const struct hp_mapping *m)
+static int thp_unmap(void *self, const struct hp_mapping *m)
 {
     return hpb_unmap(host, m);
 }
 
 /* Growth commits reserved headroom or moves to an aligned destination, so
  * huge pages keep their mappings (backend_util.h). */
-static int thp_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+static int thp_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 {
     (void)flags;
     return hpb_remap_anon(host, m, new_len, m->page_size);
 }
 
-static int thp_advise(const struct hp_mapping *m, uint64_t flags)
+static int thp_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     return thp_apply(m->addr, m->len, m->page_size, flags);
 }
