@@ -81,7 +81,7 @@ static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint
     memset(m, 0, sizeof(*m));
     m->size = sizeof(*m);
     hp_set_detail("");
-    int rc = b->ops->map(&req, m);
+    int rc = b->ops->map(b->self, &req, m);
     if (rc > 0)
         return hp_fail(HP_EBACKEND, "backend %s returned unknown status %d", b->name, rc);
     if (rc != HP_OK)
@@ -91,7 +91,7 @@ static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint
          * broken plugin must never reach munmap. */
         if (m->map_addr && !((uintptr_t)m->map_addr & (hp_os_page_size() - 1)) && m->map_len &&
             m->map_len < HP_MAX_LEN * 2)
-            b->ops->unmap(m);
+            b->ops->unmap(b->self, m);
         return hp_fail(HP_EBACKEND, "backend %s returned an invalid mapping (addr %p len %llu)",
                        b->name, m->addr, (unsigned long long)m->len);
     }
@@ -202,10 +202,10 @@ static unsigned candidates(struct hp_core *c, const struct request *r, struct hp
 /* HP_F_POPULATE / HP_F_COLLAPSE on memory that did not come from map. */
 static int32_t advise(struct hp_block *blk, uint64_t flags)
 {
-    int (*op)(const struct hp_mapping *, uint64_t) = HP_OP(blk->backend->ops, advise);
+    int (*op)(void *, const struct hp_mapping *, uint64_t) = HP_OP(blk->backend->ops, advise);
     if (!op || !(flags & (HP_F_POPULATE | HP_F_COLLAPSE)))
         return HP_OK;
-    int rc = op(&blk->m, flags & (HP_F_POPULATE | HP_F_COLLAPSE));
+    int rc = op(blk->backend->self, &blk->m, flags & (HP_F_POPULATE | HP_F_COLLAPSE));
     return rc == HP_OK ? HP_OK : (rc < 0 ? rc : HP_EBACKEND);
 }
 
@@ -223,7 +223,7 @@ static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
         return NULL;
     struct hp_block *blk = malloc(sizeof(*blk));
     if (!blk) {
-        b->ops->unmap(&got.m);
+        b->ops->unmap(b->self, &got.m);
         return NULL;
     }
     *blk = got;
@@ -233,7 +233,7 @@ static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
                        b->kind == HP_KIND_HUGETLB);
     if (advise(blk, r->flags) != HP_OK) {
         if (!hp_cache_put(blk)) {
-            b->ops->unmap(&blk->m);
+            b->ops->unmap(b->self, &blk->m);
             free(blk);
         }
         return NULL;
@@ -296,7 +296,7 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
  * and the error returned, so the caller still owns a valid block. */
 static int32_t try_release(struct hp_block *b)
 {
-    int rc = b->backend->ops->unmap(&b->m);
+    int rc = b->backend->ops->unmap(b->backend->self, &b->m);
     if (rc != HP_OK)
         return hp_fail(HP_EOS, "backend %s could not unmap %p (%s); the block is still valid",
                        b->backend->name, b->m.addr, hp_error_name(rc));
@@ -474,12 +474,12 @@ HP_EXTERN(int32_t) hp_free(void *p)
  * when the memory moved). */
 static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
 {
-    int (*remap)(struct hp_mapping *, uint64_t, uint64_t) = HP_OP(b->backend->ops, remap);
+    int (*remap)(void *, struct hp_mapping *, uint64_t, uint64_t) = HP_OP(b->backend->ops, remap);
     if (!remap)
         return HP_ENOTSUP;
     struct hp_mapping m = b->m;
     hp_set_detail("");
-    int rc = remap(&m, new_len, flags);
+    int rc = remap(b->backend->self, &m, new_len, flags);
     if (rc != HP_OK)
         return rc < 0 ? rc : HP_EBACKEND;
     if (!sane_mapping(&m, new_len))
@@ -665,8 +665,8 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
     int32_t code = hp_registry_peek(p, &b);
     if (code != HP_OK)
         return pointer_error(code, p, "hp_info");
-    int64_t (*measure)(const struct hp_mapping *) = HP_OP(b.backend->ops, huge_bytes);
-    int64_t huge = measure ? measure(&b.m) : hp_core()->host.measure_huge_bytes(b.m.addr, b.m.len);
+    int64_t (*measure)(void *, const struct hp_mapping *) = HP_OP(b.backend->ops, huge_bytes);
+    int64_t huge = measure ? measure(b.backend->self, &b.m) : hp_core()->host.measure_huge_bytes(b.m.addr, b.m.len);
     uint32_t size = info->size;
     struct hp_block_info full = {.size = size};
     snprintf(full.backend, sizeof(full.backend), "%s", b.backend->name);

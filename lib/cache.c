@@ -218,7 +218,7 @@ static void release(const struct victim *v)
 {
     struct hp_mapping m = {sizeof(m), 0, (void *)v->r.start, v->r.cap, (void *)v->r.start,
                            v->r.cap, v->r.page_size, 0};
-    v->be->ops->unmap(&m);
+    v->be->ops->unmap(v->be->self, &m);
     if (v->be->kind == HP_KIND_HUGETLB)
         hp_backend_mark_stale(v->be);  /* pool pages came back */
     atomic_fetch_add(&released_bytes, v->r.committed);

@@ -137,7 +137,7 @@ static int probe(struct hp_backend *b, struct hp_backend_caps *out, char *why, s
     /* Logged before the call: if the probe crashes, the log names the file. */
     hp_log("loader: probing %s (%s)", b->path ? b->path : "?", b->name);
     hp_set_detail("");
-    int rc = b->ops->probe(&caps);
+    int rc = b->ops->probe(b->self, &caps);
     caps.reason[sizeof(caps.reason) - 1] = '\0';
     if (rc != HP_OK) {
         const char *detail = hp_last_error_detail();
@@ -177,6 +177,16 @@ static int named_in_env(const char *name)
     return 0;
 }
 
+/* The plugin's teardown, once: the table forgets its context. */
+static void fini(struct hp_backend *b)
+{
+    void (*op)(void *) = b->ops ? HP_OP(b->ops, fini) : NULL;
+    void *self = b->self;
+    b->self = NULL;
+    if (op)
+        op(self);
+}
+
 /* Check a descriptor and adopt the scratch slot b into the table; on
  * failure the file is listed as rejected with the reason. */
 static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
@@ -185,9 +195,9 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
     if (!ops)
         return reject(b, "entry point returned NULL%s", NULL);
     if (ops->abi_version != HP_BACKEND_ABI_VERSION) {
-        char v[32];
-        snprintf(v, sizeof(v), "%u", ops->abi_version);
-        return reject(b, "backend ABI version %s, libhp speaks 1", v);
+        char v[64];
+        snprintf(v, sizeof(v), "%u, libhp speaks %u", ops->abi_version, HP_BACKEND_ABI_VERSION);
+        return reject(b, "backend ABI version %s", v);
     }
     if (ops->size < min_size)
         return reject(b, "descriptor too short (size field below the mandatory ops)%s", NULL);
@@ -200,12 +210,27 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
         return reject(b, "duplicate backend name \"%s\"", ops->name);
     b->ops = ops;
     b->kind = ops->kind;
+    int (*init)(const struct hp_host *, void **) = HP_OP(ops, init);
+    if (init) {
+        hp_log("loader: init %s (%s)", b->path ? b->path : "?", b->name);
+        hp_set_detail("");
+        int rc = init(&core.host, &b->self);
+        if (rc != HP_OK) {
+            char why[256];
+            const char *detail = hp_last_error_detail();
+            snprintf(why, sizeof(why), "init failed: %s: %.200s", hp_error_name(rc),
+                     detail[0] ? detail : "(the plugin gave no reason)");
+            return reject(b, "%s", why);
+        }
+    }
     if (ops->kind == HP_KIND_OTHER && !named_in_env(ops->name)) {
         defer_probe(b);
     } else {
         char why[256];
-        if (probe(b, &b->caps, why, sizeof(why)) != HP_OK)
+        if (probe(b, &b->caps, why, sizeof(why)) != HP_OK) {
+            fini(b);
             return reject(b, "%s", why);
+        }
         b->probed_ns = now_ns();
     }
     pthread_mutex_init(&b->caps_lock, NULL);
@@ -275,6 +300,9 @@ static int load_plugin(int dirfd, const char *dir, const char *file)
         return -1;
     hp_backend_entry_fn entry;
     *(void **)&entry = dlsym(b->dl, HP_BACKEND_ENTRY_NAME);
+    if (!entry && dlsym(b->dl, "hp_backend_entry_v1"))
+        return reject(b, "built for backend ABI 1; this libhp loads ABI 2 (%s)",
+                      HP_BACKEND_ENTRY_NAME);
     if (!entry)
         return reject(b, "missing entry symbol %s", HP_BACKEND_ENTRY_NAME);
     return adopt(b, entry(&core.host));
@@ -401,6 +429,8 @@ static void load_all(void)
  * threads at exit), and so do their descriptors. */
 __attribute__((destructor)) static void loader_fini(void)
 {
+    for (unsigned i = 0; i < core.n; i++)
+        fini(&core.backends[i]);
     for (unsigned i = 0; i < core.n; i++) {
         char *path = core.backends[i].path;
         core.backends[i].path = NULL;

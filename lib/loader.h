@@ -21,6 +21,8 @@ struct hp_backend {
     char name[32];
     char *path;                         /* the file as the directory lists it, or "builtin" */
     const struct hp_backend_ops *ops;   /* never NULL in the table */
+    void *self;                         /* the plugin's context from init, passed to
+                                           every op */
     void *dl;                           /* dlopen handle, NULL if built in */
     int fd;                             /* the plugin file, open while it is loaded
                                            (its dlopen name is /proc/self/fd/N); -1 */

@@ -33,7 +33,7 @@ static uint64_t pmd_size(void)
     return v;
 }
 
-static int orders_probe(struct hp_backend_caps *caps)
+static int orders_probe(void *self, struct hp_backend_caps *caps)
 {
     char top[16], mode[16], path[160], list[200] = "";
     size_t used = 0;
@@ -92,7 +92,7 @@ static int needs_advice(uint64_t page_size)
     return (atomic_load(&advised_sizes) & ((page_size << 1) - 1)) != 0;
 }
 
-static int orders_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int orders_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t len = hpb_round_up(req->len, host->base_page_size);
     void *p;
@@ -120,20 +120,20 @@ static int orders_map(const struct hp_map_request *req, struct hp_mapping *out)
     return HP_OK;
 }
 
-static int orders_unmap(const struct hp_mapping *m)
+static int orders_unmap(void *self, const struct hp_mapping *m)
 {
     return hpb_unmap(host, m);
 }
 
 /* Growth commits reserved headroom or moves to an aligned destination, so
  * huge pages keep their mappings (backend_util.h). */
-static int orders_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+static int orders_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 {
     (void)flags;
     return hpb_remap_anon(host, m, new_len, m->page_size);
 }
 
-static int orders_advise(const struct hp_mapping *m, uint64_t flags)
+static int orders_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     return hpb_advise_populate(host, m, flags);
 }

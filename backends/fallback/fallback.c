@@ -11,7 +11,7 @@
 
 static const struct hp_host *host;
 
-static int fallback_probe(struct hp_backend_caps *caps)
+static int fallback_probe(void *self, struct hp_backend_caps *caps)
 {
     caps->available = 1;
     caps->n_page_sizes = 1;
@@ -22,7 +22,7 @@ static int fallback_probe(struct hp_backend_caps *caps)
     return HP_OK;
 }
 
-static int fallback_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int fallback_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t len = hpb_round_up(req->len, host->base_page_size);
     void *p;
@@ -42,13 +42,13 @@ static int fallback_map(const struct hp_map_request *req, struct hp_mapping *out
     return HP_OK;
 }
 
-static int fallback_unmap(const struct hp_mapping *m)
+static int fallback_unmap(void *self, const struct hp_mapping *m)
 {
     return hpb_unmap(host, m);
 }
 
 /* mremap moves page tables, never bytes; base pages need no alignment. */
-static int fallback_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+static int fallback_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 {
     (void)flags;
     uint64_t len = hpb_round_up(new_len, host->base_page_size);
@@ -62,7 +62,7 @@ static int fallback_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags
     return HP_OK;
 }
 
-static int fallback_advise(const struct hp_mapping *m, uint64_t flags)
+static int fallback_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     return hpb_advise_populate(host, m, flags);
 }

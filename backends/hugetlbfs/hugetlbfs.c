@@ -145,7 +145,7 @@ static void probe_fixed(void)
     fixed_probed = 1;
 }
 
-static int hugetlb_probe(struct hp_backend_caps *caps)
+static int hugetlb_probe(void *self, struct hp_backend_caps *caps)
 {
     char list[160] = "";
     size_t used = 0;
@@ -186,7 +186,7 @@ static int hugetlb_probe(struct hp_backend_caps *caps)
     return HP_OK;
 }
 
-static int hugetlb_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int hugetlb_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t ps = req->page_size, len = hpb_round_up(req->len, ps);
     int shift = __builtin_ctzll(ps);
@@ -209,7 +209,7 @@ static int hugetlb_map(const struct hp_map_request *req, struct hp_mapping *out)
     return HP_OK;
 }
 
-static int hugetlb_unmap(const struct hp_mapping *m)
+static int hugetlb_unmap(void *self, const struct hp_mapping *m)
 {
     return hpb_unmap(host, m);
 }
@@ -310,7 +310,7 @@ static int move_grow(struct hp_mapping *m, uint64_t extent)
  * reservation after it. Growth maps pool pages into the reservation, else
  * right after the mapping, else moves (move_grow). Shrink unmaps whole pages
  * past the new end: they go back to the pool at once. */
-static int hugetlb_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+static int hugetlb_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 {
     (void)flags;
     uint64_t ps = m->page_size, extent = hpb_round_up(new_len, ps), committed = hpb_committed(m);
@@ -349,7 +349,7 @@ static int hugetlb_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
     return move_grow(m, extent);
 }
 
-static int hugetlb_advise(const struct hp_mapping *m, uint64_t flags)
+static int hugetlb_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     return hpb_advise_populate(host, m, flags);
 }

@@ -32,7 +32,7 @@ static int pmd_mode(uint64_t pmd, char *mode, size_t cap)
     return rc;
 }
 
-static int thp_probe(struct hp_backend_caps *caps)
+static int thp_probe(void *self, struct hp_backend_caps *caps)
 {
     char buf[64], mode[16], defrag[32] = "?";
     uint64_t pmd = 0;
@@ -96,7 +96,7 @@ static int thp_apply(void *addr, uint64_t len, uint64_t pmd, uint64_t flags)
     return (flags & HP_F_COLLAPSE) ? thp_collapse(addr, len, pmd) : HP_OK;
 }
 
-static int thp_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int thp_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t pmd = req->page_size, len = hpb_round_up(req->len, host->base_page_size);
     void *p;
@@ -119,20 +119,20 @@ static int thp_map(const struct hp_map_request *req, struct hp_mapping *out)
     return HP_OK;
 }
 
-static int thp_unmap(const struct hp_mapping *m)
+static int thp_unmap(void *self, const struct hp_mapping *m)
 {
     return hpb_unmap(host, m);
 }
 
 /* Growth commits reserved headroom or moves to an aligned destination, so
  * huge pages keep their mappings (backend_util.h). */
-static int thp_remap(struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+static int thp_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
 {
     (void)flags;
     return hpb_remap_anon(host, m, new_len, m->page_size);
 }
 
-static int thp_advise(const struct hp_mapping *m, uint64_t flags)
+static int thp_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     return thp_apply(m->addr, m->len, m->page_size, flags);
 }

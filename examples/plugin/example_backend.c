@@ -26,7 +26,7 @@
 
 static const struct hp_host *host;
 
-static int example_probe(struct hp_backend_caps *caps)
+static int example_probe(void *self, struct hp_backend_caps *caps)
 {
     caps->available = 1;
     caps->n_page_sizes = 1;
@@ -36,7 +36,7 @@ static int example_probe(struct hp_backend_caps *caps)
     return HP_OK;
 }
 
-static int example_map(const struct hp_map_request *req, struct hp_mapping *out)
+static int example_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t page = host->base_page_size;
     uint64_t len = (req->len + page - 1) / page * page;
@@ -53,7 +53,7 @@ static int example_map(const struct hp_map_request *req, struct hp_mapping *out)
     return HP_OK;
 }
 
-static int example_unmap(const struct hp_mapping *m)
+static int example_unmap(void *self, const struct hp_mapping *m)
 {
     return host->os_unmap(m->map_addr, m->map_len) == 0 ? HP_OK : HP_EINVAL;
 }

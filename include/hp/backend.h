@@ -2,11 +2,21 @@
  * libhp — the backend plugin contract.
  *
  * STABILITY: this header is a promise to plugin authors, separate from the
- * application API. A plugin built against HP_BACKEND_ABI_VERSION 1 keeps
- * loading in every libhp 1.x: structs here only grow at their end, and the
- * loader reads each struct's size field before touching a member. An
- * incompatible change bumps HP_BACKEND_ABI_VERSION and the entry symbol name,
- * so an old plugin is rejected with a clear reason instead of misbehaving.
+ * application API. This is contract 2 (HP_BACKEND_ABI_VERSION 2, entry symbol
+ * hp_backend_entry_v2). A plugin built against it keeps loading in every
+ * later libhp 1.x: structs here only grow at their end, and the loader reads
+ * each struct's size field before touching a member. An incompatible change
+ * bumps HP_BACKEND_ABI_VERSION and the entry symbol name, so an old plugin is
+ * rejected with a clear reason instead of misbehaving: a file that exports
+ * only hp_backend_entry_v1 is refused with "built for backend ABI 1; this
+ * libhp loads ABI 2 (hp_backend_entry_v2)".
+ *
+ * ONE DOOR: libhp's own backends (hugetlbfs, thp-madvise, anon-orders and the
+ * fallback compiled into the core) use this header and nothing else. The
+ * core never reads a plugin's cookie and never treats a backend differently
+ * because of its name: what the core's cache of freed ranges, hp_realloc and
+ * stacks need to know about a mapping is in struct hp_mapping (committed,
+ * flags) and struct hp_backend_caps, which any plugin can fill.
  *
  * A plugin is a shared object in the backend directory
  * (`pkg-config --variable=backenddir libhp`, or HP_BACKEND_PATH). It must not
@@ -27,8 +37,8 @@
  * their names; at most 31 plugins load, a file past that is refused with a
  * reason, and the built-in fallback always has a slot of its own.
  *
- * The core serialises nothing for the plugin: map, unmap, remap, advise and
- * huge_bytes are called concurrently from many threads and must be
+ * The core serialises nothing for the plugin: map, unmap, remap, advise,
+ * huge_bytes and query are called concurrently from many threads and must be
  * thread-safe. probe is called once at load — for a plugin of kind
  * HP_KIND_OTHER, only once a request (hp_alloc_opts.backend) or HP_BACKENDS
  * names it, never before — again (from any thread) before requests that
@@ -37,7 +47,19 @@
  * HP_DEBUG=1 the core logs "probing <file> (<name>)" before each call to
  * probe, and "loading <file>" before dlopen runs the plugin's constructors.
  * Every op returns HP_OK or a negative hp_error code and may call
- * host->set_detail to explain a failure.
+ * host->set_detail to explain a failure; the detail reaches the application
+ * as hp_last_error_detail() of the call that failed.
+ *
+ * LIFETIME OF self: after the entry point returned a descriptor that passed
+ * the loader's checks, init(host, &self) is called once (from the thread
+ * that first uses libhp, before any probe). A plugin keeps its state there
+ * instead of in file statics. init returning an error rejects the plugin,
+ * with "init failed: <code>: <detail>" as the reason; fini is then not
+ * called and the file is unloaded. Every later op receives that self as its
+ * first argument (NULL when init is NULL). fini(self) is called once, when
+ * libhp unloads (its destructor), after the last op and before dlclose;
+ * mappings still alive then (blocks the application never freed) stay
+ * mapped, so fini must not unmap memory that blocks may still use.
  *
  * probe: a backend that works but cannot serve on this machine returns
  * HP_OK with available = 0 and says why in caps->reason. A probe that
@@ -58,9 +80,9 @@
 
 HP_BEGIN_DECLS
 
-#define HP_BACKEND_ABI_VERSION 1u
-#define HP_BACKEND_ENTRY hp_backend_entry_v1
-#define HP_BACKEND_ENTRY_NAME "hp_backend_entry_v1"
+#define HP_BACKEND_ABI_VERSION 2u
+#define HP_BACKEND_ENTRY hp_backend_entry_v2
+#define HP_BACKEND_ENTRY_NAME "hp_backend_entry_v2"
 
 #if defined(__GNUC__)
 #define HP_BACKEND_EXPORT __attribute__((visibility("default")))
@@ -68,7 +90,14 @@ HP_BEGIN_DECLS
 #define HP_BACKEND_EXPORT
 #endif
 
-/* Upcalls from a plugin into the core. OS wrappers return 0 or -errno. */
+/*
+ * Upcalls from a plugin into the core. Each OS wrapper is one system call
+ * made by the core's OS layer (lib/os.c), so the tests can make it fail on
+ * demand; a plugin that calls them instead of libc gets its failure paths
+ * tested too. They return 0 (or the length, for read_text) or -errno and set
+ * nothing else. All are thread-safe and may be called from any op, init and
+ * fini.
+ */
 struct hp_host {
     uint32_t abi_version;       /* HP_BACKEND_ABI_VERSION of the core */
     uint32_t size;              /* sizeof(struct hp_host) of the core */
@@ -76,11 +105,18 @@ struct hp_host {
     void (*log)(const char *backend, const char *msg);
     /* Set the detail message of the failing call on this thread. */
     void (*set_detail)(const char *msg);
+    /* mmap(2): *out gets the address. len > 0; flags must include
+     * MAP_PRIVATE or MAP_SHARED. */
     int (*os_map)(void *hint, size_t len, int prot, int flags, int fd, int64_t off, void **out);
+    /* munmap(2). addr aligned to the base page (hugetlb: to its page size). */
     int (*os_unmap)(void *addr, size_t len);
+    /* mremap(2): *out gets the new address. new_addr is read only with
+     * MREMAP_FIXED. */
     int (*os_remap)(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
                     void **out);
+    /* madvise(2). addr aligned to the base page. */
     int (*os_advise)(void *addr, size_t len, int advice);
+    /* mprotect(2). addr aligned to the base page. */
     int (*os_protect)(void *addr, size_t len, int prot);
     /* Read a /proc or /sys file into buf (NUL-terminated, truncated to
      * cap - 1). Returns the length or -errno. Paths are absolute. */
@@ -90,6 +126,25 @@ struct hp_host {
     int64_t (*measure_huge_bytes)(const void *addr, size_t len);
     /* Base page size of the machine. */
     uint64_t base_page_size;
+    /* memfd_create(2): *fd gets a new descriptor. name is a NUL-terminated
+     * string of at most 249 bytes (shown in /proc/self/maps as memfd:name);
+     * flags are MFD_* (MFD_CLOEXEC is always added; MFD_HUGETLB with a
+     * MFD_HUGE_* size selects a hugetlb pool). */
+    int (*os_memfd)(const char *name, unsigned flags, int *fd);
+    /* ftruncate(2). fd open for writing, len >= 0; for a hugetlb memfd len
+     * must be a multiple of its page size. */
+    int (*os_ftruncate)(int fd, int64_t len);
+    /* close(2). fd is closed even when -EINTR is returned (Linux). */
+    int (*os_close)(int fd);
+    /* mbind(2) (no libnuma needed): mode is MPOL_* (with MPOL_F_* bits),
+     * nodemask holds maxnode bits (maxnode <= 4096; NULL with MPOL_DEFAULT
+     * or MPOL_LOCAL), flags are MPOL_MF_*. addr aligned to the base page.
+     * -ENOSYS where the kernel has no NUMA support. */
+    int (*os_mbind)(void *addr, uint64_t len, int mode, const unsigned long *nodemask,
+                    uint64_t maxnode, unsigned flags);
+    /* getcpu(2): the CPU and NUMA node the calling thread runs on now (either
+     * pointer may be NULL). A hint: the thread may migrate right after. */
+    int (*os_getcpu)(unsigned *cpu, unsigned *node);
 };
 
 /* Per page size flags in struct hp_backend_caps. */
@@ -112,29 +167,122 @@ struct hp_backend_caps {
     char reason[256];            /* why unavailable, or a one-line summary */
 };
 
-/* A request handed to map. */
+/*
+ * A request handed to map. The core fills every field; a plugin built
+ * against an older, shorter struct reads only what it knows (size).
+ *
+ * THE BLOCK RULES. The memory map returns must be:
+ *   - zero-filled, unless flags has HP_F_NOZERO (then it may hold old data of
+ *     this process, never another process's);
+ *   - readable and writable for [addr, addr + len), and for the committed
+ *     range (struct hp_mapping);
+ *   - private to this process and copy-on-write across fork(), unless the
+ *     mapping sets HP_MAP_SHARED;
+ *   - aligned: addr a multiple of max(page_size, align);
+ *   - guarded when asked: [addr - guard, addr) is PROT_NONE address space
+ *     inside [map_addr, map_addr + map_len);
+ *   - safe to touch: no SIGBUS on access to [addr, addr + committed), as long
+ *     as the block's rules of fork (HP_MAP_POOL, HP_MAP_SHARED) are obeyed.
+ *     Pool pages must be reserved at map time (MAP_HUGETLB reserves them;
+ *     a hugetlb memfd needs fallocate or MAP_POPULATE).
+ * The core checks the returned mapping (addr aligned to max(page_size,
+ * align), the guard and len inside [map_addr, map_addr + map_len), len >= the
+ * request's len, committed within the mapping); a mapping that breaks a rule
+ * is unmapped with unmap and the request fails with HP_EBACKEND and a detail
+ * naming the rule. Population: with HP_F_POPULATE in flags, map prefaults the
+ * memory itself or leaves it to advise; the core calls advise(self, m, flags)
+ * after a successful map when flags has HP_F_POPULATE or HP_F_COLLAPSE, and
+ * after hp_realloc grew a block with them.
+ */
 struct hp_map_request {
     uint32_t size;               /* sizeof(struct hp_map_request) */
-    uint32_t reserved;
-    uint64_t flags;              /* HP_F_* of the caller (POPULATE, COLLAPSE, ...) */
-    uint64_t len;                /* bytes the caller asked for, > 0 */
+    uint32_t reserved;           /* 0 */
+    uint64_t flags;              /* HP_F_* of the caller (POPULATE, COLLAPSE, NOZERO ...) */
+    uint64_t len;                /* bytes the caller asked for, > 0, a multiple
+                                    of the base page */
     uint64_t page_size;          /* page size the core chose from this backend's caps */
+    uint64_t align;              /* addr must be a multiple of max(align, page_size);
+                                    a power of two >= the base page; 0 means
+                                    page_size */
+    uint64_t guard;              /* bytes of PROT_NONE address space directly below
+                                    addr, a multiple of the base page, part of
+                                    [map_addr, map_addr + map_len); 0 for none
+                                    (stacks ask for one) */
 };
 
-/* A mapping produced by map. The core owns the struct; the backend fills it
- * and may keep private state in cookie. */
+/* hp_mapping.flags: what the core may do with a mapping. A plugin sets only
+ * what it implements; 0 is always safe. */
+/* Every page_size-aligned piece of [addr, addr + committed) can be unmapped
+ * on its own, by unmap() on a mapping describing that piece (addr = map_addr
+ * = the piece, committed = len = map_len = its length, the same flags,
+ * page_size and cookie), and two adjacent pieces of the same backend may be
+ * described by one mapping again. The core's cache of freed ranges then
+ * keeps, carves and merges such memory, and hp_realloc grows a block in
+ * place into the freed range right after it. Without the flag the cache
+ * keeps or drops a mapping whole, exactly as map returned it. */
+#define HP_MAP_CARVABLE 0x1u
+/* The memory is shared with another process or across fork (MAP_SHARED, a
+ * memfd): not private copy-on-write. The core never caches such a mapping
+ * (a freed block is unmapped at once). Fork rule: after fork() parent and
+ * child see the same bytes; unmap must release only the calling process's
+ * view (munmap, close its descriptor), never shrink or destroy an object
+ * another process may still map; the core never calls remap for such a
+ * block in a process other than the one that mapped it (it copies into a
+ * new block instead), so a child resizing a block cannot take memory away
+ * from its parent. */
+#define HP_MAP_SHARED   0x2u
+/* The pages come from a finite reserved pool (hugetlb-like). The fork rules
+ * of hp/alloc.h apply: pages of a range that existed at fork() are never
+ * reused from the cache in either process, are unmapped when freed, and
+ * such a block grows by copying, not by remap. */
+#define HP_MAP_POOL     0x4u
+
+/* A mapping produced by map. The core owns the struct; the backend fills it.
+ * Layout: [map_addr, map_addr + map_len) is everything unmap releases;
+ * guard bytes below addr are PROT_NONE; [addr, addr + committed) is usable
+ * memory; the rest up to map_addr + map_len is PROT_NONE address space kept
+ * for growth in place (remap may commit it). */
 struct hp_mapping {
     uint32_t size;               /* sizeof(struct hp_mapping) */
-    uint32_t reserved;
-    void *addr;                  /* usable start, aligned to the base page */
+    uint32_t flags;              /* HP_MAP_* */
+    void *addr;                  /* usable start, a multiple of max(page_size, align) */
     uint64_t len;                /* usable bytes, >= request len */
     void *map_addr;              /* whole mapping (for unmap) */
     uint64_t map_len;
     uint64_t page_size;          /* page size the mapping is set up for */
-    uint64_t cookie;             /* backend private */
+    uint64_t committed;          /* usable bytes from addr, >= len; 0 means len */
+    uint64_t cookie;             /* backend private: the core copies it with the
+                                    mapping and never reads it */
 };
 
-/* The descriptor a plugin returns. Mandatory: name, probe, map, unmap. */
+/* What the optional query op tells about one block (hp_info shows it in
+ * struct hp_block_info). The core sets size and every other field to
+ * "unknown" (flags 0, numa_node -1, fd -1, fd_offset 0) before the call. */
+struct hp_block_query {
+    uint32_t size;               /* sizeof(struct hp_block_query) of the core */
+    uint32_t flags;              /* 0; reserved for later fields */
+    int32_t numa_node;           /* node the block's memory is bound to or on; -1 unknown */
+    int32_t fd;                  /* descriptor backing the block (a memfd), -1 none;
+                                    owned by the plugin, valid until the block is freed */
+    uint64_t fd_offset;          /* offset of addr in fd */
+};
+
+/*
+ * The descriptor a plugin returns. Mandatory: name, probe, map, unmap. Every
+ * op takes the plugin's self (from init) first.
+ *
+ * remap: resize m in place or by moving it, keeping contents, and update
+ *   addr, len, map_addr, map_len, committed (and cookie); new_len > 0, a
+ *   multiple of the base page. Growth must keep the block rules (new bytes
+ *   zero unless flags has HP_F_NOZERO). On failure m and its memory are
+ *   unchanged. NULL, or a failure: the core copies within the same backend
+ *   (a new map of this backend), or moves the block to another backend only
+ *   when the application did not name this one; hp_realloc fails with the
+ *   plugin's detail otherwise.
+ * advise: apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping.
+ * huge_bytes: huge-backed bytes of m now; NULL: host->measure_huge_bytes.
+ * query: fill q about m (see struct hp_block_query); NULL: all unknown.
+ */
 struct hp_backend_ops {
     uint32_t abi_version;        /* HP_BACKEND_ABI_VERSION */
     uint32_t size;               /* sizeof(struct hp_backend_ops) */
@@ -142,16 +290,17 @@ struct hp_backend_ops {
     const char *description;
     uint32_t kind;               /* enum hp_backend_kind */
     uint32_t reserved;
-    int (*probe)(struct hp_backend_caps *caps);
-    int (*map)(const struct hp_map_request *req, struct hp_mapping *out);
-    int (*unmap)(const struct hp_mapping *m);
-    /* Optional. Resize m in place or by moving it, keeping contents; on
-     * failure m and its memory are unchanged. NULL: the core copies. */
-    int (*remap)(struct hp_mapping *m, uint64_t new_len, uint64_t flags);
-    /* Optional. Apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping. */
-    int (*advise)(const struct hp_mapping *m, uint64_t flags);
-    /* Optional. Huge-backed bytes of m now; NULL: host->measure_huge_bytes. */
-    int64_t (*huge_bytes)(const struct hp_mapping *m);
+    /* Optional; see LIFETIME OF self above. */
+    int (*init)(const struct hp_host *host, void **self);
+    void (*fini)(void *self);
+    int (*probe)(void *self, struct hp_backend_caps *caps);
+    int (*map)(void *self, const struct hp_map_request *req, struct hp_mapping *out);
+    int (*unmap)(void *self, const struct hp_mapping *m);
+    /* Optional. */
+    int (*remap)(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags);
+    int (*advise)(void *self, const struct hp_mapping *m, uint64_t flags);
+    int64_t (*huge_bytes)(void *self, const struct hp_mapping *m);
+    int (*query)(void *self, const struct hp_mapping *m, struct hp_block_query *q);
 };
 
 typedef const struct hp_backend_ops *(*hp_backend_entry_fn)(const struct hp_host *host);

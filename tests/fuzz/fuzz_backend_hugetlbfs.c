@@ -1,7 +1,7 @@
 /* backends/hugetlbfs/hugetlbfs.c with a renamed entry and a reset. */
 #include "fuzz_backends.h"
 
-#define hp_backend_entry_v1 fz_hugetlbfs_entry
+#define hp_backend_entry_v2 fz_hugetlbfs_entry
 #include "../../backends/hugetlbfs/hugetlbfs.c"
 
 void fz_hugetlbfs_reset(void)

@@ -152,7 +152,7 @@ static void check_caps(const struct hp_backend_ops *o, const struct hp_backend_c
         /* Every size the probe offers must fail cleanly when the OS says no. */
         struct hp_map_request req = {sizeof(req), 0, HP_F_POPULATE, 5000, ps};
         struct hp_mapping m = {.size = sizeof(m)};
-        int rc = o->map(&req, &m);
+        int rc = o->map(NULL, &req, &m);
         FUZZ_CHECK(rc < 0 && rc >= HP_EOS);
     }
 }
@@ -176,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct hp_backend_caps caps;
         memset(&caps, 0, sizeof(caps));
         caps.size = sizeof(caps);
-        FUZZ_CHECK(ops[k]->probe(&caps) == HP_OK);
+        FUZZ_CHECK(ops[k]->probe(NULL, &caps) == HP_OK);
         check_caps(ops[k], &caps);
     }
     for (size_t i = 15; i < 23; i++) {
