@@ -45,6 +45,11 @@ static void init_host(struct hp_host *h)
     h->read_text = hp_os_read_text;
     h->measure_huge_bytes = host_measure;
     h->base_page_size = hp_os_page_size();
+    h->os_memfd = hp_os_memfd;
+    h->os_ftruncate = hp_os_ftruncate;
+    h->os_close = hp_os_close_fd;
+    h->os_mbind = hp_os_mbind;
+    h->os_getcpu = hp_os_getcpu;
 }
 
 /* dir/file on the heap, or NULL. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #if defined(__has_include)
@@ -111,6 +112,75 @@ int hp_os_advise(void *addr, size_t len, int advice)
     if (rc)
         return rc;
     return madvise(addr, len, advice) == 0 ? 0 : -errno;
+}
+
+int hp_os_memfd(const char *name, unsigned flags, int *fd)
+{
+    int rc = injected(HP_OS_MEMFD);
+    if (rc)
+        return rc;
+    if (!name || !fd)
+        return -EINVAL;
+    int f = (int)syscall(SYS_memfd_create, name, flags | MFD_CLOEXEC);
+    if (f < 0)
+        return -errno;
+    *fd = f;
+    return 0;
+}
+
+int hp_os_ftruncate(int fd, int64_t len)
+{
+    int rc = injected(HP_OS_FTRUNCATE);
+    if (rc)
+        return rc;
+    if (len < 0)
+        return -EINVAL;
+    return ftruncate(fd, (off_t)len) == 0 ? 0 : -errno;
+}
+
+int hp_os_close_fd(int fd)
+{
+    int rc = injected(HP_OS_CLOSE);
+    if (fd < 0)
+        return -EBADF;
+    if (rc) {
+        /* The descriptor goes away whatever close returns (Linux, close(2)):
+         * an injected failure must not leak it either. */
+        close(fd);
+        return rc;
+    }
+    return close(fd) == 0 ? 0 : -errno;
+}
+
+int hp_os_mbind(void *addr, uint64_t len, int mode, const unsigned long *nodemask,
+                uint64_t maxnode, unsigned flags)
+{
+    int rc = injected(HP_OS_MBIND);
+    if (rc)
+        return rc;
+    if (maxnode > 4096)
+        return -EINVAL;
+#ifdef SYS_mbind
+    return syscall(SYS_mbind, addr, (unsigned long)len, mode, nodemask, (unsigned long)maxnode,
+                   flags) == 0 ? 0 : -errno;
+#else
+    return -ENOSYS;
+#endif
+}
+
+int hp_os_getcpu(unsigned *cpu, unsigned *node)
+{
+    int rc = injected(HP_OS_GETCPU);
+    if (rc)
+        return rc;
+    unsigned c = 0, n = 0;
+    if (syscall(SYS_getcpu, &c, &n, NULL) != 0)
+        return -errno;
+    if (cpu)
+        *cpu = c;
+    if (node)
+        *node = n;
+    return 0;
 }
 
 int hp_os_protect(void *addr, size_t len, int prot)

@@ -20,6 +20,11 @@ enum hp_os_op {
     HP_OS_PROTECT,
     HP_OS_READ,
     HP_OS_RESIDENT,
+    HP_OS_MEMFD,
+    HP_OS_FTRUNCATE,
+    HP_OS_CLOSE,
+    HP_OS_MBIND,
+    HP_OS_GETCPU,
     HP_OS_NOPS
 };
 
@@ -32,6 +37,17 @@ int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void 
                 void **out);
 int hp_os_advise(void *addr, size_t len, int advice);
 int hp_os_protect(void *addr, size_t len, int prot);
+
+/* The descriptor and NUMA calls plugins make through struct hp_host (their
+ * preconditions are written there, include/hp/backend.h). memfd_create
+ * always adds MFD_CLOEXEC; close of an fd < 0 is -EBADF without a call;
+ * mbind and getcpu are raw system calls (no libnuma). */
+int hp_os_memfd(const char *name, unsigned flags, int *fd);
+int hp_os_ftruncate(int fd, int64_t len);
+int hp_os_close_fd(int fd);
+int hp_os_mbind(void *addr, uint64_t len, int mode, const unsigned long *nodemask,
+                uint64_t maxnode, unsigned flags);
+int hp_os_getcpu(unsigned *cpu, unsigned *node);
 
 /* 0 if every page of [addr, addr+len) is mapped in this process, else
  * -ENOMEM (msync with MS_ASYNC validates the range and does no I/O for

@@ -21,6 +21,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -542,6 +543,49 @@ static void faults_in_stacks(void **state)
 #endif
 }
 
+/* The descriptor and NUMA upcalls a plugin gets in struct hp_host fail on
+ * demand like the memory ones, and work again once the fault is cleared. */
+static void faults_in_plugin_upcalls(void **state)
+{
+    (void)state;
+    const struct hp_host *h = &hp_core()->host;
+    int fd = -1;
+    hp_os_inject_fault(HP_OS_MEMFD, 1, ENOMEM, 0);
+    assert_int_equal(h->os_memfd("hp-fault", 0, &fd), -ENOMEM);
+    assert_int_equal(fd, -1);
+    assert_int_equal(h->os_memfd("hp-fault", 0, &fd), 0);
+    assert_true(fd >= 0);
+    hp_os_inject_fault(HP_OS_FTRUNCATE, 1, EINVAL, 0);
+    assert_int_equal(h->os_ftruncate(fd, 1 << 16), -EINVAL);
+    assert_int_equal(h->os_ftruncate(fd, 1 << 16), 0);
+    assert_int_equal(h->os_ftruncate(fd, -1), -EINVAL);
+    void *p;
+    assert_int_equal(h->os_map(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0, &p), 0);
+    memset(p, 0x5a, 1 << 16);
+    assert_int_equal(h->os_unmap(p, 1 << 16), 0);
+    /* An injected close failure still closes: the descriptor does not leak. */
+    hp_os_inject_fault(HP_OS_CLOSE, 1, EINTR, 0);
+    assert_int_equal(h->os_close(fd), -EINTR);
+    assert_int_equal(fcntl(fd, F_GETFD), -1);
+    assert_int_equal(h->os_close(-1), -EBADF);
+    unsigned cpu = 9999, node = 9999;
+    hp_os_inject_fault(HP_OS_GETCPU, 1, EAGAIN, 0);
+    assert_int_equal(h->os_getcpu(&cpu, &node), -EAGAIN);
+    assert_int_equal(cpu, 9999);
+    assert_int_equal(h->os_getcpu(&cpu, &node), 0);
+    assert_true(cpu < 4096 && node < 4096);
+    assert_int_equal(h->os_getcpu(NULL, NULL), 0);
+    assert_int_equal(h->os_map(NULL, 1 << 16, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p), 0);
+    hp_os_inject_fault(HP_OS_MBIND, 1, EIO, 0);
+    assert_int_equal(h->os_mbind(p, 1 << 16, 0 /* MPOL_DEFAULT */, NULL, 0, 0), -EIO);
+    int rc = h->os_mbind(p, 1 << 16, 0 /* MPOL_DEFAULT */, NULL, 0, 0);
+    assert_true(rc == 0 || rc == -ENOSYS);
+    assert_int_equal(h->os_mbind(p, 1 << 16, 0, NULL, 5000, 0), -EINVAL);
+    assert_int_equal(h->os_unmap(p, 1 << 16), 0);
+    hp_os_clear_faults();
+}
+
 static void totals(void **state)
 {
     (void)state;
@@ -569,6 +613,7 @@ int main(void)
         cmocka_unit_test(faults_in_free),
         cmocka_unit_test(faults_in_introspection),
         cmocka_unit_test(faults_in_stacks),
+        cmocka_unit_test(faults_in_plugin_upcalls),
         cmocka_unit_test(totals),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

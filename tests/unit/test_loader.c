@@ -120,6 +120,10 @@ static int child_all_fixtures(void *dir)
     CHILD_CHECK(expect_rejected("fx_null_entry.so", "returned NULL"));
     CHILD_CHECK(expect_rejected("fx_bad_name.so", "invalid backend name"));
     CHILD_CHECK(expect_rejected("fx_zz_duplicate.so", "duplicate backend name"));
+    CHILD_CHECK(expect_rejected("fx_v1_only.so", "built for backend ABI 1; this libhp loads "
+                                "ABI 2 (hp_backend_entry_v2)"));
+    CHILD_CHECK(expect_rejected("fx_init_fails.so", "init failed: HP_ENOTSUP: no widget device "
+                                "(/dev/widget missing)"));
     /* ... and everything else keeps working. */
     struct hp_backend_info bi;
     CHILD_CHECK(find("fallback", NULL, &bi) && bi.available && strstr(bi.path, "fallback.so"));
@@ -163,6 +167,40 @@ static void broken_plugins_are_rejected_with_reasons(void **state)
     copy_plugins(fixture_dir, dir, 0755);
     copy_plugins(backend_dir, dir, 0755);
     assert_int_equal(run_in_child(child_all_fixtures, dir), 0);
+    remove_dir(dir);
+}
+
+/* Every op gets the context init made; fini gets it at exit. */
+static int child_context(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-context";
+    for (int i = 0; i < 3; i++) {
+        void *p = hp_alloc_ex(8192, &o);
+        struct hp_block_info info = HP_BLOCK_INFO_INIT;
+        CHILD_CHECK(p && hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fixture-context"));
+        CHILD_CHECK(hp_free(p) == HP_OK);
+    }
+    exit(0);  /* run the destructors, unlike run_in_child's _exit */
+}
+
+static void plugin_context_reaches_every_op_and_fini(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    char mark[600], line[200] = "";
+    snprintf(mark, sizeof(mark), "%s/fini.txt", dir);
+    setenv("HP_FX_FINI_MARK", mark, 1);
+    assert_int_equal(run_in_child(child_context, dir), 0);
+    unsetenv("HP_FX_FINI_MARK");
+    FILE *f = fopen(mark, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_null(fgets(line + strlen(line), sizeof(line) - strlen(line), f));  /* once */
+    fclose(f);
+    assert_string_equal(line, "fini ok=1 maps=3 unmaps=3 probes=1\n");
     remove_dir(dir);
 }
 
@@ -484,6 +522,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(broken_plugins_are_rejected_with_reasons),
         cmocka_unit_test(misbehaving_plugin_results_are_refused),
+        cmocka_unit_test(plugin_context_reaches_every_op_and_fini),
         cmocka_unit_test(builtin_fallback_without_plugins),
         cmocka_unit_test(world_writable_directory_is_refused),
         cmocka_unit_test(others_writable_plugin_is_refused),
