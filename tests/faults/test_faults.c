@@ -2,13 +2,12 @@
  * Fault injection: mmap, munmap, mremap, madvise, mprotect, mbind, getcpu
  * and /proc, /sys reads fail with ENOMEM, EINVAL or EAGAIN at the Nth call,
  * for every N a scenario reaches (once, and "from the Nth call on"). Every
- * libhp call
- * either succeeds (falling back where it can) or fails with a clear error
- * (an allocation-class code and a detail message); a failed resize leaves
- * the block as it was; the blocks that existed before (one per backend,
- * each with its own pattern) are untouched; and nothing leaks: the
- * /proc/self/maps count, the registry count and the hugetlb pool are back
- * to their values before each run.
+ * libhp call either succeeds (falling back where it can) or fails with a
+ * clear error (an allocation-class code and a detail message); a failed
+ * resize leaves the block as it was; the blocks that existed before (one
+ * per backend, each with its own pattern) are untouched; and nothing leaks:
+ * the /proc/self/maps count, the registry count and the hugetlb pool are
+ * back to their values before each run.
  *
  * Plugins are dlopen'd by this program, which links the internal core, so
  * they get its host table and the injected faults reach them too. Every
