@@ -297,8 +297,9 @@ static int nl_map(void *self, const struct hp_map_request *req, struct hp_mappin
     out->page_size = page;
     out->committed = len;
     /* Plain private anonymous memory: any page-aligned piece unmaps on its
-     * own, so the core's cache may keep, carve and merge it. */
-    out->flags = HP_MAP_CARVABLE;
+     * own, so the core's cache may keep, carve and merge it. The flag also
+     * promises addr == map_addr, so a guarded block (a stack) goes without. */
+    out->flags = guard ? 0 : HP_MAP_CARVABLE;
     out->cookie = (uint64_t)node + 1;  /* ours: 0 means "node unknown" */
     return HP_OK;
 }
