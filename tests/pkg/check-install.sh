@@ -63,12 +63,16 @@ check "the plugin directory is trusted: owned by us, not group/other writable" s
   test \"\$(stat -c '%u %a' '$plugins')\" = '$(id -u) 755' &&
   test \"\$(stat -c '%u %a' '$plugins/numa-local.so')\" = '$(id -u) 644'"
 # hp_stack_opts names a backend only once stacks are served through backends.
-stack_def=
+app_defs=
 printf '#include <hp.h>\nint main(void){struct hp_stack_opts o = HP_STACK_OPTS_INIT; o.backend = "x"; return (int)o.size;}\n' > "$root/stackprobe.c"
 cc -std=c11 "$root/stackprobe.c" $(pkg-config --cflags libhp) -o "$root/stackprobe" 2> /dev/null &&
-  stack_def=-DHP_TEST_STACK_BACKEND
+  app_defs=-DHP_TEST_STACK_BACKEND
+# hp_info reports the node once the query op reaches struct hp_block_info.
+printf '#include <hp.h>\nint main(void){struct hp_block_info i = HP_BLOCK_INFO_INIT; return i.numa_node;}\n' > "$root/infoprobe.c"
+cc -std=c11 "$root/infoprobe.c" $(pkg-config --cflags libhp) -o "$root/infoprobe" 2> /dev/null &&
+  app_defs="$app_defs -DHP_TEST_INFO_NUMA"
 check "an application builds with cc \$(pkg-config --cflags --libs libhp)" sh -c "
-  cc -std=c11 -Wall -Werror $stack_def '$src/tests/pkg/plugin_user.c' \$(pkg-config --cflags --libs libhp) -o '$root/plugin_user'"
+  cc -std=c11 -Wall -Werror $app_defs '$src/tests/pkg/plugin_user.c' \$(pkg-config --cflags --libs libhp) -o '$root/plugin_user'"
 # use CHECK BACKEND: one plugin_user run; exit 77 is a skip with its reason.
 use() {
   desc="$1 ($3)"
