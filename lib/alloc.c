@@ -1,7 +1,6 @@
-/* hp_alloc, hp_realloc, hp_free, hp_info: validation, dispatch, fallback. */
+/* hp_alloc, hp_realloc, hp_free, hp_info: validation, dispatch to the backends. */
 #include "hp/alloc.h"
 #include "hp/errors.h"
-#include "backend_util.h"
 #include "cache.h"
 #include "error.h"
 #include "explain.h"
@@ -77,7 +76,7 @@ static int sane_mapping(const struct hp_mapping *m, uint64_t len)
 static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
                         struct hp_mapping *m)
 {
-    struct hp_map_request req = {sizeof(req), 0, flags, len, page_size};
+    struct hp_map_request req = {sizeof(req), 0, flags, len, page_size, 0, 0};
     memset(m, 0, sizeof(*m));
     m->size = sizeof(*m);
     hp_set_detail("");
@@ -112,17 +111,6 @@ static uint64_t new_origin(void)
 {
     static _Atomic uint64_t next;
     return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
-}
-
-/* libhp's own backends, whose mappings follow backends/common/backend_util.h:
- * past the committed end there are only fresh pages, which read as zero. */
-static int is_ours(const struct hp_backend *b)
-{
-    static const char *const ours[] = {"fallback", "hugetlbfs", "thp-madvise", "anon-orders"};
-    for (size_t i = 0; i < sizeof(ours) / sizeof(*ours); i++)
-        if (!strcmp(b->name, ours[i]))
-            return 1;
-    return 0;
 }
 
 /* Cached hugetlb pages count as free pool pages: the cache gives them back
@@ -213,8 +201,8 @@ static int32_t advise(struct hp_block *blk, uint64_t flags)
 static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
                                    const struct request *r)
 {
-    if (b->kind == HP_KIND_BASE || b->kind == HP_KIND_OTHER)
-        return NULL;
+    if (page_size <= hp_os_page_size())
+        return NULL;  /* base-page mappings are never cached (hp_cache_accepts) */
     /* Most calls miss: take into a local first, allocate the record only
      * on a hit. */
     struct hp_block got = {0};
@@ -224,13 +212,15 @@ static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
     struct hp_block *blk = malloc(sizeof(*blk));
     if (!blk) {
         b->ops->unmap(b->self, &got.m);
+        if (got.m.flags & HP_MAP_POOL)
+            hp_backend_mark_stale(b);
         return NULL;
     }
     *blk = got;
     blk->backend = b;
     if (!(r->flags & HP_F_NOZERO))
         hp_zero_reused(blk->m.addr, dirty < blk->m.len ? dirty : blk->m.len,
-                       b->kind == HP_KIND_HUGETLB);
+                       (blk->m.flags & HP_MAP_POOL) != 0);
     if (advise(blk, r->flags) != HP_OK) {
         if (!hp_cache_put(blk)) {
             b->ops->unmap(b->self, &blk->m);
@@ -263,13 +253,12 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
         blk->gen = hp_fork_gen();
         int32_t rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
         /* The pool pages the cache holds may be the ones this map misses. */
-        if (rc == HP_ENOMEM && b->kind == HP_KIND_HUGETLB &&
-            hp_cache_flush(b, cand[i].page_size) > 0)
+        if (rc == HP_ENOMEM && hp_cache_flush(b, cand[i].page_size) > 0)
             rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
         if (rc == HP_OK) {
             blk->backend = b;
             blk->origin = new_origin();
-            if (b->kind == HP_KIND_HUGETLB || b->kind == HP_KIND_THP || b->kind == HP_KIND_MTHP)
+            if (hp_cache_accepts(b, &blk->m))
                 hp_cache_count_miss();
             return blk;
         }
@@ -301,7 +290,7 @@ static int32_t try_release(struct hp_block *b)
         return hp_fail(HP_EOS, "backend %s could not unmap %p (%s); the block is still valid",
                        b->backend->name, b->m.addr, hp_error_name(rc));
     /* Pool pages came back: the next large request re-reads the figures. */
-    if (b->backend->kind == HP_KIND_HUGETLB)
+    if (b->m.flags & HP_MAP_POOL)
         hp_backend_mark_stale(b->backend);
     free(b);
     return HP_OK;
@@ -500,14 +489,16 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
 static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
 {
     uint64_t old_len = b->m.len;
-    uint64_t dirty = is_ours(b->backend) ? hpb_committed(&b->m) : UINT64_MAX;
+    /* Past the committed end, remap hands out only zeroed bytes (the block
+     * rules of hp/backend.h); below it, old contents may remain. */
+    uint64_t dirty = hp_committed(&b->m);
+    int pool = (b->m.flags & HP_MAP_POOL) != 0;
     if (new_size <= old_len) {
         int32_t rc = remap_with(b, new_size, flags);
-        if (rc == HP_OK && b->backend->kind == HP_KIND_HUGETLB)
+        if (rc == HP_OK && pool)
             hp_backend_mark_stale(b->backend);
         return rc;
     }
-    int hugetlb = b->backend->kind == HP_KIND_HUGETLB;
     /* hugetlb pages that existed at a fork may be shared with the child;
      * growing could move them (mremap), and the owner's later copy-on-write
      * fault with the pool empty then looks for the child's copy at the new
@@ -516,7 +507,7 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
      * writing pages it had moved after a fork hung in the kernel until it
      * was killed. The block grows by copy into new memory instead; the old
      * one is unmapped. */
-    if (hugetlb && b->gen != hp_fork_gen())
+    if (pool && b->gen != hp_fork_gen())
         return HP_ENOTSUP;
     uint64_t span = b->m.map_len - (uint64_t)((char *)b->m.addr - (char *)b->m.map_addr);
     int32_t rc = HP_ENOTSUP;
@@ -524,8 +515,8 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
         uint64_t end = b->m.map_len, got = hp_cache_adopt(b, new_size);
         if (got) {
             dirty = end + got;
-            if (new_size <= hpb_committed(&b->m)) {
-                uint64_t unit = hugetlb ? b->m.page_size : hp_os_page_size();
+            if (new_size <= hp_committed(&b->m)) {
+                uint64_t unit = pool ? b->m.page_size : hp_os_page_size();
                 b->m.len = (new_size + unit - 1) / unit * unit;
                 rc = HP_OK;
             }
@@ -534,13 +525,13 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
     if (rc != HP_OK)
         rc = remap_with(b, new_size, flags);
     /* A dry pool may be dry because the cache holds its pages. */
-    if (rc == HP_ENOMEM && hugetlb && hp_cache_flush(b->backend, b->m.page_size) > 0)
+    if (rc == HP_ENOMEM && hp_cache_flush(b->backend, b->m.page_size) > 0)
         rc = remap_with(b, new_size, flags);
     if (rc != HP_OK)
         return rc;
     uint64_t zero_end = dirty < b->m.len ? dirty : b->m.len;
     if (!(flags & HP_F_NOZERO) && zero_end > old_len)
-        hp_zero_reused((char *)b->m.addr + old_len, zero_end - old_len, hugetlb);
+        hp_zero_reused((char *)b->m.addr + old_len, zero_end - old_len, pool);
     if (advise(b, flags) != HP_OK)
         hp_log("%s: populate/collapse after growth failed; pages come from faults",
                b->backend->name);
@@ -601,6 +592,7 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
         pointer_error(code, p, "hp_realloc");
         return NULL;
     }
+    hp_set_detail("");
     int32_t rc = needs_move(c, &work, new_size, flags) ? HP_ENOTSUP
                                                        : resize(&work, new_size, flags);
     if (rc == HP_OK) {
@@ -632,17 +624,36 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     if (stuck)
         hp_backend_mark_stale(work.backend);
     /* Copy path: a new block, the contents, then the old block goes. The
-     * new block is chosen by the flags alone, like any hp_alloc. */
+     * new block is chosen by the flags alone, like any hp_alloc, except
+     * that a block whose backend was named (opts->backend) stays in it. */
+    char resize_why[200] = "";
+    if (rc != HP_OK && hp_last_error_detail()[0])
+        snprintf(resize_why, sizeof(resize_why), "%s", hp_last_error_detail());
     struct request r = {.len = new_size, .flags = flags};
+    if (work.pinned)
+        r.backend = work.backend->name;
     void *q = allocate(c, &r);
     if (!q) {
         int32_t err = hp_last_error();
         char why[300];
         snprintf(why, sizeof(why), "%s", hp_last_error_detail());
         keep_registered(b, &work);  /* p stays valid, as realloc promises */
-        hp_fail(err, "%s", why);
+        if (work.pinned)
+            hp_fail(err, "hp_realloc(%p, %zu): the block stays in backend %s, named when it was "
+                    "allocated, which could neither resize it (%s) nor map a new block for a "
+                    "copy (%s); the block is unchanged", p, new_size, work.backend->name,
+                    resize_why[0] ? resize_why : hp_error_name(rc), why);
+        else
+            hp_fail(err, "%s", why);
         return NULL;
     }
+    struct hp_block moved;
+    int32_t peek = hp_registry_peek(q, &moved);
+    if (peek == HP_OK && moved.backend != work.backend)
+        hp_log("hp_realloc(%p, %zu): block moved from backend %s to %s (%s%s%s)", p, new_size,
+               work.backend->name, moved.backend->name,
+               stuck ? "its backend could not grow it" : "the selection chose another backend",
+               resize_why[0] ? ": " : "", resize_why);
     memcpy(q, work.m.addr, work.m.len < new_size ? work.m.len : new_size);
     hp_registry_drop(b);
     *b = work;

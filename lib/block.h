@@ -21,4 +21,10 @@ struct hp_block {
     uint32_t pinned;              /* 1: opts->backend named the backend: no promotion */
 };
 
+/* Usable bytes from m->addr (hp/backend.h: committed, 0 meaning len). */
+static inline uint64_t hp_committed(const struct hp_mapping *m)
+{
+    return m->committed ? m->committed : m->len;
+}
+
 #endif

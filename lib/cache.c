@@ -1,7 +1,6 @@
 #include "cache.h"
 #include "hp/cache.h"
 #include "hp/errors.h"
-#include "backend_util.h"
 #include "error.h"
 #include "loader.h"
 #include "options.h"
@@ -29,6 +28,8 @@ struct range {
     uint64_t origin;
     uint64_t stamp_ms;    /* last freed into or merged */
     uint64_t gen;         /* fork generation of its pages (hp_fork_gen) */
+    uint64_t cookie;      /* the backend's, copied to every piece */
+    uint32_t flags;       /* HP_MAP_* of the mapping it came from */
 };
 
 /* One shard per backend: allocations only look at their candidates'. */
@@ -76,7 +77,7 @@ void hp_fork_gen_bump(void)
 
 /* Private hugetlb pages that existed at a fork are shared copy-on-write
  * with the child, and their reservations stay with the parent's VMAs
- * (Documentation/mm/hugetlbfs_reserv.rst; mm/hugetlb.c
+ * (the kernel's hugetlb reservation document in Documentation/mm/; mm/hugetlb.c
  * hugetlb_dup_vma_private clears the child's). A write to such a page by
  * anyone needs a fresh pool page: the child (no reservation) gets SIGBUS
  * when there is none, and the parent as the owner takes the page away from
@@ -95,9 +96,9 @@ void hp_fork_gen_bump(void)
  * costs nothing until the process forks, and then the parent's cached
  * hugetlb ranges are released (their pages are shared with the child until
  * it lets them go). */
-static int stale(const struct hp_backend *be, uint64_t gen)
+static int stale(uint32_t flags, uint64_t gen)
 {
-    return be->kind == HP_KIND_HUGETLB && gen != atomic_load(&fork_gen);
+    return (flags & HP_MAP_POOL) && gen != atomic_load(&fork_gen);
 }
 
 /* The release thread (reap): started by a put when the cache holds memory
@@ -201,25 +202,29 @@ static struct shard *shard_of(const struct hp_backend *be, unsigned *index)
 
 int hp_cache_accepts(const struct hp_backend *be, const struct hp_mapping *m)
 {
-    static const char *const ours[] = {"hugetlbfs", "thp-madvise", "anon-orders"};
-    if (!be->ops || m->page_size <= hp_os_page_size() || m->addr != m->map_addr ||
-        ((uintptr_t)m->map_addr & (m->page_size - 1)))
+    if (!be->ops || (m->flags & (HP_MAP_CARVABLE | HP_MAP_SHARED)) != HP_MAP_CARVABLE ||
+        m->page_size <= hp_os_page_size() || m->addr != m->map_addr ||
+        ((uintptr_t)m->map_addr & (m->page_size - 1)) || hp_committed(m) > m->map_len)
         return 0;
     pthread_once(&once, init);
-    if (!atomic_load_explicit(&limit, memory_order_relaxed))
-        return 0;
-    for (size_t i = 0; i < sizeof(ours) / sizeof(*ours); i++)
-        if (!strcmp(be->name, ours[i]))
-            return 1;
-    return 0;
+    return atomic_load_explicit(&limit, memory_order_relaxed) != 0;
+}
+
+/* Bytes a block of len takes from range e: whole pool pages (a hugetlb
+ * page is the smallest piece its mapping can be cut into), else base pages. */
+static uint64_t round_len(uint64_t len, const struct range *e, uint64_t base)
+{
+    uint64_t unit = (e->flags & HP_MAP_POOL) ? e->page_size : base;
+    return (len + unit - 1) / unit * unit;
 }
 
 static void release(const struct victim *v)
 {
-    struct hp_mapping m = {sizeof(m), 0, (void *)v->r.start, v->r.cap, (void *)v->r.start,
-                           v->r.cap, v->r.page_size, 0};
+    struct hp_mapping m = {sizeof(m), v->r.flags, (void *)v->r.start, v->r.committed,
+                           (void *)v->r.start, v->r.cap, v->r.page_size, v->r.committed,
+                           v->r.cookie};
     v->be->ops->unmap(v->be->self, &m);
-    if (v->be->kind == HP_KIND_HUGETLB)
+    if (v->r.flags & HP_MAP_POOL)
         hp_backend_mark_stale(v->be);  /* pool pages came back */
     atomic_fetch_add(&released_bytes, v->r.committed);
     atomic_fetch_add(&releases, 1);
@@ -252,10 +257,10 @@ static void remove_range(struct shard *s, unsigned k)
     atomic_store(&s->n, n - 1);
 }
 
-/* How long a range of be may stay idle; 0: as long as the limit allows. */
-static uint64_t bound_of(const struct hp_backend *be)
+/* How long a range may stay idle; 0: as long as the limit allows. */
+static uint64_t bound_of(const struct range *r)
 {
-    return atomic_load(be->kind == HP_KIND_HUGETLB ? &pool_idle_ms : &idle_ms);
+    return atomic_load((r->flags & HP_MAP_POOL) ? &pool_idle_ms : &idle_ms);
 }
 
 /* Ranges idle for too long, and hugetlb ranges from before a fork, leave
@@ -263,10 +268,10 @@ static uint64_t bound_of(const struct hp_backend *be)
 static void drop_idle(struct shard *s, struct hp_backend *be, uint64_t now, struct victim *v,
                       unsigned *nv)
 {
-    uint64_t idle = bound_of(be);
     for (unsigned k = 0; k < atomic_load(&s->n);) {
+        uint64_t idle = bound_of(&s->r[k]);
         /* A put after this caller read the clock may stamp later than now. */
-        if (*nv < MAX_VICTIMS && (stale(be, s->r[k].gen) ||
+        if (*nv < MAX_VICTIMS && (stale(s->r[k].flags, s->r[k].gen) ||
                                   (idle && s->r[k].stamp_ms + idle <= now)))
             drop(s, k, be, v, nv);
         else
@@ -328,10 +333,11 @@ static uint64_t release_expired(uint64_t now)
         unsigned nv = 0;
         pthread_mutex_lock(&s->lock);
         drop_idle(s, be, now, v, &nv);
-        uint64_t idle = bound_of(be);
-        for (unsigned k = 0; idle && k < atomic_load(&s->n); k++)
-            if (s->r[k].stamp_ms + idle < next)
+        for (unsigned k = 0; k < atomic_load(&s->n); k++) {
+            uint64_t idle = bound_of(&s->r[k]);
+            if (idle && s->r[k].stamp_ms + idle < next)
                 next = s->r[k].stamp_ms + idle;
+        }
         pthread_mutex_unlock(&s->lock);
         release_all(v, nv);
     }
@@ -439,7 +445,8 @@ static int merge(struct shard *s, const struct range *r, uint64_t now)
     int into = -1;
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         struct range *e = &s->r[k];
-        if (e->origin != r->origin || e->page_size != r->page_size || e->gen != r->gen)
+        if (e->origin != r->origin || e->page_size != r->page_size || e->gen != r->gen ||
+            e->flags != r->flags || e->cookie != r->cookie)
             continue;
         if (e->start + e->cap == r->start && e->cap == e->committed) {
             e->committed += r->committed;
@@ -455,7 +462,8 @@ static int merge(struct shard *s, const struct range *r, uint64_t now)
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         struct range *e = &s->r[k];
         if ((int)k == into || e->origin != r->origin || e->page_size != r->page_size ||
-            e->gen != r->gen || e->start != joined.start + joined.cap)
+            e->gen != r->gen || e->flags != r->flags || e->cookie != r->cookie ||
+            e->start != joined.start + joined.cap)
             continue;
         if (into < 0) {
             e->start = joined.start;
@@ -478,12 +486,12 @@ int hp_cache_put(struct hp_block *b)
         return 0;
     unsigned index;
     struct shard *s = shard_of(b->backend, &index);
-    uint64_t max = atomic_load(&limit), committed = hpb_committed(&b->m);
-    if (!s || committed > max || stale(b->backend, b->gen))
+    uint64_t max = atomic_load(&limit), committed = hp_committed(&b->m);
+    if (!s || committed > max || stale(b->m.flags, b->gen))
         return 0;
     uint64_t now = now_ms();
     struct range r = {(uintptr_t)b->m.map_addr, committed, b->m.map_len, b->m.page_size, b->origin,
-                      now, b->gen};
+                      now, b->gen, b->m.cookie, b->m.flags};
     struct victim v[MAX_VICTIMS];
     unsigned nv = 0;
     pthread_mutex_lock(&s->lock);
@@ -511,9 +519,8 @@ int32_t hp_cache_take(struct hp_backend *be, uint64_t page_size, uint64_t len,
     struct shard *s = shard_of(be, NULL);
     if (!s || !atomic_load_explicit(&s->n, memory_order_relaxed))
         return HP_ENOMEM;
-    uint64_t unit = be->kind == HP_KIND_HUGETLB ? page_size : hp_os_page_size();
-    uint64_t need = (len + unit - 1) / unit * unit;
-    uint64_t extent = (need + page_size - 1) / page_size * page_size;
+    uint64_t base = hp_os_page_size();
+    uint64_t extent = (len + page_size - 1) / page_size * page_size;
     uint64_t now = now_ms();
     struct victim v[MAX_VICTIMS];
     unsigned nv = 0;
@@ -522,7 +529,8 @@ int32_t hp_cache_take(struct hp_backend *be, uint64_t page_size, uint64_t len,
     int best = -1;
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         const struct range *e = &s->r[k];
-        if (e->page_size != page_size || e->committed < need || stale(be, e->gen))
+        if (e->page_size != page_size || e->committed < round_len(len, e, base) ||
+            stale(e->flags, e->gen))
             continue;
         if (best < 0 || e->committed < s->r[best].committed ||
             (e->committed == s->r[best].committed && e->stamp_ms > s->r[best].stamp_ms))
@@ -536,22 +544,24 @@ int32_t hp_cache_take(struct hp_backend *be, uint64_t page_size, uint64_t len,
     struct range *e = &s->r[best];
     memset(&b->m, 0, sizeof(b->m));
     b->m.size = sizeof(b->m);
+    b->m.flags = e->flags;
+    b->m.cookie = e->cookie;
     b->m.addr = b->m.map_addr = (void *)e->start;
-    b->m.len = need;
+    b->m.len = round_len(len, e, base);
     b->m.page_size = page_size;
     b->origin = e->origin;
     b->gen = e->gen;
     uint64_t taken;
     if (e->committed > extent) {
         taken = extent;
-        b->m.map_len = extent;
+        b->m.map_len = b->m.committed = extent;
         e->start += extent;
         e->committed -= extent;
         e->cap -= extent;
     } else {
         taken = e->committed;
         b->m.map_len = e->cap;
-        hpb_set_committed(&b->m, e->committed);
+        b->m.committed = e->committed;
         remove_range(s, (unsigned)best);
     }
     atomic_fetch_sub(&total, taken);
@@ -566,15 +576,13 @@ int32_t hp_cache_take(struct hp_backend *be, uint64_t page_size, uint64_t len,
 uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
 {
     struct hp_mapping *m = &b->m;
-    if (!hp_cache_accepts(b->backend, m) || hpb_committed(m) != m->map_len)
+    if (!hp_cache_accepts(b->backend, m) || hp_committed(m) != m->map_len)
         return 0;
     struct shard *s = shard_of(b->backend, NULL);
     if (!s || !atomic_load_explicit(&s->n, memory_order_relaxed))
         return 0;
     uint64_t ps = m->page_size;
-    uint64_t unit = b->backend->kind == HP_KIND_HUGETLB ? ps : hp_os_page_size();
-    uint64_t need = (len + unit - 1) / unit * unit;
-    uint64_t extent = (need + ps - 1) / ps * ps;
+    uint64_t extent = (len + ps - 1) / ps * ps;
     if (extent <= m->map_len)
         return 0;
     uintptr_t end = (uintptr_t)m->map_addr + m->map_len;
@@ -583,11 +591,12 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         struct range *e = &s->r[k];
         if (e->start != end || e->origin != b->origin || e->page_size != ps ||
-            stale(b->backend, e->gen))
+            e->flags != m->flags || e->cookie != m->cookie || stale(e->flags, e->gen))
             continue;
         if (e->committed > want) {
             got = want;
             m->map_len += want;
+            m->committed = m->map_len;
             e->start += want;
             e->committed -= want;
             e->cap -= want;
@@ -595,7 +604,7 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
             uint64_t committed = m->map_len + e->committed;
             got = e->committed;
             m->map_len += e->cap;
-            hpb_set_committed(m, committed);
+            m->committed = committed;
             remove_range(s, k);
         }
         atomic_fetch_sub(&total, got);

@@ -4,11 +4,14 @@
  * so the next allocation or growth of the same backend and page size reuses
  * it instead of paying the kernel (and, in a VM, the host) for fresh pages.
  *
- * What is cached: blocks of libhp's own huge-page backends (hugetlbfs,
- * thp-madvise, anon-orders), whose mappings follow the layout of
- * backends/common/backend_util.h, so a cached range can be cut into blocks
- * and merged back. Base-page blocks and third-party backends are never
- * cached.
+ * What is cached: blocks whose mapping says the cache may carve it
+ * (HP_MAP_CARVABLE, hp/backend.h: addr == map_addr, aligned to its page
+ * size, usable up to committed, every page-aligned piece unmappable on its
+ * own), of any backend, built in or not. Base-page blocks and mappings that
+ * are HP_MAP_SHARED are never cached. A range keeps the flags and cookie of
+ * the mapping it came from, and only ranges with equal ones merge; a piece
+ * goes back through the backend's unmap. HP_MAP_POOL ranges (finite pool
+ * pages) follow the fork rule below and the pool idle bound.
  *
  * Reuse: an allocation takes the best-fitting cached range of a candidate
  * backend (selection order) before mapping anything; a block carved from a
@@ -22,12 +25,14 @@
  *     least recently freed ranges first, and a block larger than the limit
  *     is released at once;
  *   - a range idle (not freed into or merged) for HP_CACHE_POOL_IDLE_MS
- *     (hugetlb, default 1 s) or HP_CACHE_IDLE_MS (others, default 10 s) is
+ *     (HP_MAP_POOL ranges, default 1 s) or HP_CACHE_IDLE_MS (others,
+ *     default 10 s) is
  *     released by the release thread (cache.c, reap), which runs only while
  *     the cache holds memory, and by any cache operation;
- *   - a hugetlb map or growth that the pool cannot serve first releases the
- *     cached ranges of that backend (their pages go back to the pool), and
- *     the selection counts cached hugetlb pages as free pool pages.
+ *   - a map or growth that fails with HP_ENOMEM first releases the cached
+ *     ranges of that backend and page size (pool pages go back to the pool)
+ *     and tries once more, and the selection counts cached pages of a
+ *     hugetlb-kind backend as free pool pages.
  * Zeroing contract (hp/alloc.h): reused memory is cleared before it is handed
  * out unless the caller passed HP_F_NOZERO (hp_zero_reused).
  *

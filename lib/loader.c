@@ -295,7 +295,7 @@ static int load_plugin(int dirfd, const char *dir, const char *file)
         char why[64];
         snprintf(why, sizeof(why), "%d", HP_MAX_BACKENDS - 1);
         return reject(b, "not loaded: %s plugins are loaded already, the most libhp keeps "
-                      "(one more slot is the built-in fallback's)", why);
+                      "(one more slot is the built-in backend's)", why);
     }
     char why[200];
     b->fd = hp_trust_open_file(dirfd, file, why, sizeof(why));
@@ -354,7 +354,7 @@ static void scan_dir(const char *dir)
     char why[512];
     int fd = hp_trust_open_dir(dir, why, sizeof(why));
     if (fd == -ENOENT) {
-        hp_log("loader: no backend directory %s (%s); built-in fallback only", dir, why);
+        hp_log("loader: no backend directory %s (%s); built-in backend only", dir, why);
         return;
     }
     if (fd < 0) {
@@ -405,8 +405,9 @@ static void load_all(void)
     }
     scan_dir(o->backend_path);
     /* The base-page backend is always there, even with no plugin directory. */
-    if (!hp_backend_by_name(&core, "fallback"))
-        adopt(scratch(strdup("builtin")), hp_builtin_fallback(&core.host));
+    const struct hp_backend_ops *builtin = hp_builtin_backend(&core.host);
+    if (!hp_backend_by_name(&core, builtin->name))
+        adopt(scratch(strdup("builtin")), builtin);
     /* HP_BACKENDS must name backends that exist (loaded or rejected). */
     for (unsigned pass = 0; pass < 2 && core.init_error == HP_OK; pass++) {
         unsigned n = pass ? o->n_never : o->n_only;

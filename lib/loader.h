@@ -1,7 +1,7 @@
 /*
  * The backend table: every backend that loaded (plugins found in the backend
- * directory, and the built-in fallback unless a plugin named "fallback"
- * loaded), in load order; loaded once (pthread_once) on first use. Files the
+ * directory, and the backend built into the core unless a plugin of the same
+ * name loaded), in load order; loaded once (pthread_once) on first use. Files the
  * loader refused are kept apart, with their reason, for introspection: they
  * never take a slot of the table.
  */
@@ -12,7 +12,7 @@
 
 #include <pthread.h>
 
-/* Loaded backends at most. The last slot is kept for the built-in fallback,
+/* Loaded backends at most. The last slot is kept for the built-in backend,
  * so at most HP_MAX_BACKENDS - 1 plugins load; a loadable file found after
  * that is refused with a reason and a log line, never skipped silently. */
 #define HP_MAX_BACKENDS 32
@@ -85,7 +85,8 @@ int32_t hp_backends_reprobe(struct hp_core *core);
 /* Look a backend up by name; NULL if unknown. */
 struct hp_backend *hp_backend_by_name(struct hp_core *core, const char *name);
 
-/* The fallback backend compiled into the core. */
-const struct hp_backend_ops *hp_builtin_fallback(const struct hp_host *host);
+/* The backend compiled into the core (base pages, always available; the
+ * build lists its sources in builtin_backend_sources). */
+const struct hp_backend_ops *hp_builtin_backend(const struct hp_host *host);
 
 #endif

@@ -218,7 +218,8 @@ static const struct option_def defs[] = {
     {"HP_BACKEND_PATH", parse_backend_path, "absolute dir",
      "directory of backend plugins (ignored in setuid programs)"},
     {"HP_BACKENDS", parse_backends, "list",
-     "backends to use, in order (\"thp-madvise,fallback\"); \"-name\" excludes one"},
+     "backends to use, in order (names as hpctl status lists them, comma-separated); "
+     "\"-name\" excludes one"},
     {"HP_SYSFS_ROOT", parse_sysfs_root, "absolute dir",
      "read /proc and /sys below this directory (tests only)"},
     {"HP_CACHE_MAX", parse_cache_max, "bytes",

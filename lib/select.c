@@ -93,7 +93,7 @@ static uint64_t waste_of(const struct hp_select_request *req, uint32_t kind, uin
 static unsigned add_candidates(const struct hp_select_request *req,
                                const struct hp_select_backend *b, unsigned index, int named,
                                unsigned tier, struct ranked *r, unsigned room, struct sink *s,
-                               int *named_fallback)
+                               int *named_smallest)
 {
     const struct hp_backend_caps *caps = b->caps;
     uint64_t wanted = hp_flags_page_size(req->flags);
@@ -120,9 +120,9 @@ static unsigned add_candidates(const struct hp_select_request *req,
                 continue;
             }
             struct ranked c = {{index, ps}, tier, waste_of(req, b->kind, ps)};
-            if (pass == 1) {  /* named fallback: the smallest size only */
+            if (pass == 1) {  /* named: the smallest size only */
                 r[added++] = c;
-                *named_fallback = 1;
+                *named_smallest = 1;
                 break;
             }
             if (every || added == 0) {
@@ -164,7 +164,7 @@ static unsigned select_noted(const struct hp_select_request *req,
                              struct hp_candidate *out, unsigned max, struct sink *s)
 {
     struct ranked r[HP_SELECT_MAX];
-    int fallback[HP_SELECT_MAX] = {0};
+    int smallest[HP_SELECT_MAX] = {0};
     unsigned n = 0;
     for (unsigned i = 0; i < n_backends; i++) {
         const struct hp_select_backend *b = &bk[i];
@@ -178,27 +178,27 @@ static unsigned select_noted(const struct hp_select_request *req,
             note(s, i, 0, why, 0);
             continue;
         }
-        int named = req->backend != NULL, named_fallback = 0;
+        int named = req->backend != NULL, named_smallest = 0;
         /* An HP_BACKENDS list replaces the policy's tiers with its order. */
         unsigned tier = req->n_only ? (unsigned)pos : tier_of(b->kind);
         unsigned added = add_candidates(req, b, i, named, tier, r + n, HP_SELECT_MAX - n, s,
-                                        &named_fallback);
+                                        &named_smallest);
         for (unsigned k = 0; k < added; k++)
-            fallback[n + k] = named_fallback;
+            smallest[n + k] = named_smallest;
         n += added;
     }
     /* Insertion sort: a handful of entries, and it is stable. */
     for (unsigned i = 1; i < n; i++) {
         struct ranked x = r[i];
-        int fx = fallback[i];
+        int fx = smallest[i];
         unsigned j = i;
         while (j > 0 && better(&x, &r[j - 1])) {
             r[j] = r[j - 1];
-            fallback[j] = fallback[j - 1];
+            smallest[j] = smallest[j - 1];
             j--;
         }
         r[j] = x;
-        fallback[j] = fx;
+        smallest[j] = fx;
     }
     unsigned count = n < max ? n : max;
     for (unsigned i = 0; i < count; i++) {
@@ -206,7 +206,7 @@ static unsigned select_noted(const struct hp_select_request *req,
         if (s && s->n < s->max) {
             note(s, r[i].c.backend, r[i].c.page_size, HP_WHY_CANDIDATE, 0);
             s->notes[s->n - 1].rank = (int)i;
-            s->notes[s->n - 1].named_fallback = fallback[i];
+            s->notes[s->n - 1].named_smallest = smallest[i];
         }
     }
     return count;

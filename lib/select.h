@@ -67,7 +67,7 @@ struct hp_select_note {
     uint32_t why;                 /* enum hp_select_why */
     uint64_t short_pages;         /* HP_WHY_POOL_SHORT: pages missing */
     int rank;                     /* HP_WHY_CANDIDATE: position in out[]; else -1 */
-    int named_fallback;           /* HP_WHY_CANDIDATE: a named backend that fits nothing
+    int named_smallest;           /* HP_WHY_CANDIDATE: a named backend that fits nothing
                                    * serves with its smallest size */
 };
 

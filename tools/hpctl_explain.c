@@ -143,7 +143,7 @@ static void print_json(const struct hp_explain *ex, const struct hp_alloc_opts *
         int fallback = 0;
         for (unsigned k = 0; k < ex->n_notes; k++)
             if (ex->notes[k].why == HP_WHY_CANDIDATE && ex->notes[k].rank == (int)i)
-                fallback = ex->notes[k].named_fallback;
+                fallback = ex->notes[k].named_smallest;
         printf("%s{\"rank\": %u, \"backend\": ", i ? ", " : "", i + 1);
         json_string(b->name);
         printf(", \"kind\": \"%s\", \"page_size\": %llu, \"pool_free\": ", kind_name(b->kind),
@@ -220,7 +220,7 @@ static void print_text(const struct hp_explain *ex, const struct hp_alloc_opts *
                                         ex->cand[i].page_size));
         for (unsigned k = 0; k < ex->n_notes; k++)
             if (ex->notes[k].why == HP_WHY_CANDIDATE && ex->notes[k].rank == (int)i &&
-                ex->notes[k].named_fallback)
+                ex->notes[k].named_smallest)
                 printf(" (named; fits nothing better, so its smallest size)");
         printf("\n");
     }

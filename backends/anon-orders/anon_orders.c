@@ -115,7 +115,8 @@ static int orders_map(void *self, const struct hp_map_request *req, struct hp_ma
         }
     }
     out->addr = out->map_addr = p;
-    out->len = out->map_len = len;
+    out->len = out->map_len = out->committed = len;
+    out->flags = HP_MAP_CARVABLE;
     out->page_size = req->page_size;
     return HP_OK;
 }

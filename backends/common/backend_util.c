@@ -152,7 +152,7 @@ int hpb_remap_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t new_l
         h->os_remap(m->map_addr, committed, extent, 0, NULL, &p) == 0) {
         m->len = len;
         m->map_len = extent;
-        m->cookie = 0;
+        m->committed = m->map_len;
         return HP_OK;
     }
     return move_anon(h, m, len, extent, align);

@@ -35,18 +35,20 @@ int hpb_map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, int e
  *     hugetlbfs, pool pages); committed >= len;
  *   - [map_addr + committed, map_addr + map_len) is PROT_NONE address space
  *     reserved for growth in place;
- *   - committed is the cookie, or map_len when the cookie is 0;
+ *   - committed is hp_mapping.committed, always set (never 0);
  *   - unmap is munmap(map_addr, map_len), so every page-aligned piece of a
- *     mapping is itself a mapping the backend can unmap.
+ *     mapping is itself a mapping the backend can unmap: the mappings say
+ *     so with HP_MAP_CARVABLE, and the core's cache carves and merges them
+ *     like any plugin's that sets the flag. The cookie is unused.
  */
 static inline uint64_t hpb_committed(const struct hp_mapping *m)
 {
-    return m->cookie ? m->cookie : m->map_len;
+    return m->committed ? m->committed : m->len;
 }
 
 static inline void hpb_set_committed(struct hp_mapping *m, uint64_t committed)
 {
-    m->cookie = committed >= m->map_len ? 0 : committed;
+    m->committed = committed;
 }
 
 /* Reserve len bytes of PROT_NONE address space (no memory, no commit charge)

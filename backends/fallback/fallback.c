@@ -1,6 +1,6 @@
 /*
  * fallback — plain base pages. Always available; the last resort of every
- * selection. Built both as a plugin and into the core (HP_BUILTIN_FALLBACK),
+ * selection. Built both as a plugin and into the core (HP_BUILTIN_BACKEND),
  * so hp_alloc works with no plugin directory at all.
  */
 #include "backend_util.h"
@@ -37,7 +37,8 @@ static int fallback_map(void *self, const struct hp_map_request *req, struct hp_
         }
     }
     out->addr = out->map_addr = p;
-    out->len = out->map_len = len;
+    out->len = out->map_len = out->committed = len;
+    out->flags = HP_MAP_CARVABLE;
     out->page_size = host->base_page_size;
     return HP_OK;
 }
@@ -58,7 +59,7 @@ static int fallback_remap(void *self, struct hp_mapping *m, uint64_t new_len, ui
         return hpb_fail(host, HP_ENOMEM, "mremap to %llu bytes failed: %s",
                         (unsigned long long)len, strerror(-rc));
     m->addr = m->map_addr = p;
-    m->len = m->map_len = len;
+    m->len = m->map_len = m->committed = len;
     return HP_OK;
 }
 
@@ -80,9 +81,9 @@ static const struct hp_backend_ops fallback_ops = {
     .advise = fallback_advise,
 };
 
-#ifdef HP_BUILTIN_FALLBACK
+#ifdef HP_BUILTIN_BACKEND
 #include "loader.h"
-const struct hp_backend_ops *hp_builtin_fallback(const struct hp_host *h)
+const struct hp_backend_ops *hp_builtin_backend(const struct hp_host *h)
 #else
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h)

@@ -111,10 +111,10 @@ static uint64_t cgroup_room(uint64_t ps)
 
 static int memfd_usable(void)
 {
-    int fd = memfd_create("hp-probe", MFD_HUGETLB | MFD_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    if (host->os_memfd("hp-probe", MFD_HUGETLB, &fd) != 0)
         return 0;
-    close(fd);
+    host->os_close(fd);
     return 1;
 }
 
@@ -204,7 +204,8 @@ static int hugetlb_map(void *self, const struct hp_map_request *req, struct hp_m
         return rc;
     }
     out->addr = out->map_addr = p;
-    out->len = out->map_len = len;
+    out->len = out->map_len = out->committed = len;
+    out->flags = HP_MAP_CARVABLE | HP_MAP_POOL;
     out->page_size = ps;
     return HP_OK;
 }
@@ -323,7 +324,7 @@ static int hugetlb_remap(void *self, struct hp_mapping *m, uint64_t new_len, uin
             if (rc < 0)
                 return hpb_fail(host, HP_ENOMEM, "munmap of the tail failed: %s", strerror(-rc));
             m->map_len = extent;
-            m->cookie = 0;
+            m->committed = m->map_len;
         }
         m->len = extent;
         return HP_OK;
@@ -340,7 +341,7 @@ static int hugetlb_remap(void *self, struct hp_mapping *m, uint64_t new_len, uin
         int rc = map_pages_at(start + committed, extent - committed, ps, MAP_FIXED_NOREPLACE);
         if (rc == 0) {
             m->len = m->map_len = extent;
-            m->cookie = 0;
+            m->committed = m->map_len;
             return HP_OK;
         }
         if (rc != -EEXIST)

@@ -114,7 +114,8 @@ static int thp_map(void *self, const struct hp_map_request *req, struct hp_mappi
         return rc;
     }
     out->addr = out->map_addr = p;
-    out->len = out->map_len = len;
+    out->len = out->map_len = out->committed = len;
+    out->flags = HP_MAP_CARVABLE;
     out->page_size = pmd;
     return HP_OK;
 }

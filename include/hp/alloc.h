@@ -101,10 +101,15 @@ HP_EXTERN(int32_t) hp_free(void *p);
  * grows to a size the selection serves with huge pages, unless its backend
  * was named in hp_alloc_opts; (b) when flags ask for another page size, or
  * HP_F_REQUIRE_HUGE for a base-page block; (c) when the block's backend
- * cannot grow it (hugetlb pool exhausted): it moves to the backend the
- * selection picks for new_size — with HP_F_REQUIRE_HUGE it fails with
- * HP_ENOHUGE instead. Thread-safe, but one block must not be resized and
- * freed concurrently. */
+ * cannot grow it (hugetlb pool exhausted, or no remap op): it moves to the
+ * backend the selection picks for new_size — with HP_F_REQUIRE_HUGE it fails
+ * with HP_ENOHUGE instead. A block whose backend was named in
+ * hp_alloc_opts.backend never leaves that backend: it is resized by the
+ * backend's remap, or copied into a new block of the same backend, or
+ * hp_realloc fails with the backend's own detail and the block unchanged.
+ * Every move to another backend is logged under HP_DEBUG=1, and hp_info's
+ * backend field names the new backend. Thread-safe, but one block must not
+ * be resized and freed concurrently. */
 HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags);
 
 /* What a block really is. Set size = sizeof(struct hp_block_info) or start

@@ -212,14 +212,20 @@ struct hp_map_request {
 
 /* hp_mapping.flags: what the core may do with a mapping. A plugin sets only
  * what it implements; 0 is always safe. */
-/* Every page_size-aligned piece of [addr, addr + committed) can be unmapped
- * on its own, by unmap() on a mapping describing that piece (addr = map_addr
- * = the piece, committed = len = map_len = its length, the same flags,
- * page_size and cookie), and two adjacent pieces of the same backend may be
- * described by one mapping again. The core's cache of freed ranges then
- * keeps, carves and merges such memory, and hp_realloc grows a block in
- * place into the freed range right after it. Without the flag the cache
- * keeps or drops a mapping whole, exactly as map returned it. */
+/* The mapping has addr == map_addr (no guard), aligned to page_size, and
+ * every page_size-aligned piece of [map_addr, map_addr + map_len) can be
+ * unmapped on its own, by unmap() on a mapping describing that piece
+ * (addr = map_addr = the piece's start, map_len its length, committed and
+ * len its usable bytes, the same flags, page_size and cookie); two adjacent
+ * pieces of one mapping may be described by one mapping again. The core's
+ * cache of freed ranges then keeps such memory when a block is freed,
+ * carves new blocks of the same backend and page size out of it (remap may
+ * then see them), merges the pieces back, and hp_realloc grows a block in
+ * place into the freed range right after it. Reused bytes are cleared by
+ * the core unless HP_F_NOZERO. In a child after fork(), cached ranges it
+ * inherited are dropped with munmap, without a call into the plugin.
+ * Without the flag, a freed block is unmapped at once and never reused.
+ * The cache keeps only mappings whose page_size is above the base page. */
 #define HP_MAP_CARVABLE 0x1u
 /* The memory is shared with another process or across fork (MAP_SHARED, a
  * memfd): not private copy-on-write. The core never caches such a mapping

@@ -83,7 +83,7 @@ void hpm_boot_atfork_release(void);
 struct hpm_counters {
     _Atomic uint64_t large_allocs;     /* blocks served by hp_alloc */
     _Atomic uint64_t large_bytes;      /* bytes asked of hp_alloc, in total */
-    _Atomic uint64_t large_fallback;   /* large requests hp_alloc refused */
+    _Atomic uint64_t large_refused;   /* large requests hp_alloc refused */
     _Atomic uint64_t remaps;           /* realloc served by hp_realloc */
     _Atomic uint64_t foreign_frees;    /* free() of pointers not ours (ignored) */
     _Atomic uint64_t boot_bytes;       /* bytes handed out by the bootstrap */

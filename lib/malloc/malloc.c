@@ -74,7 +74,7 @@ static void *large_alloc(size_t n, int zero)
     if (p)
         hpm_large_account(n);
     else
-        atomic_fetch_add(&hpm_ctr.large_fallback, 1);
+        atomic_fetch_add(&hpm_ctr.large_refused, 1);
     return p;
 }
 

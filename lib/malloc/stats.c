@@ -212,7 +212,7 @@ void hpm_stats_atexit(void)
                  "resized by hp_realloc, %llu refused (served by arenas)\n",
                  (unsigned long long)atomic_load(&hpm_ctr.large_allocs), lb,
                  (unsigned long long)atomic_load(&hpm_ctr.remaps),
-                 (unsigned long long)atomic_load(&hpm_ctr.large_fallback));
+                 (unsigned long long)atomic_load(&hpm_ctr.large_refused));
         emit(fd, line);
         snprintf(line, sizeof(line),
                  "libhp-malloc:   whole process now: rss %lluM, hugetlb %lluM, thp %lluM; "

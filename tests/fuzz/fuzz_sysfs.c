@@ -117,6 +117,38 @@ static int fake_protect(void *addr, size_t len, int prot)
     return -ENOMEM;
 }
 
+/* The descriptor and NUMA calls fail like the memory ones. */
+static int fake_memfd(const char *name, unsigned flags, int *fd)
+{
+    (void)name, (void)flags, (void)fd;
+    return -ENOSYS;
+}
+
+static int fake_ftruncate(int fd, int64_t len)
+{
+    (void)fd, (void)len;
+    abort();  /* no descriptor was ever made */
+}
+
+static int fake_close(int fd)
+{
+    (void)fd;
+    abort();
+}
+
+static int fake_mbind(void *addr, uint64_t len, int mode, const unsigned long *nodemask,
+                      uint64_t maxnode, unsigned flags)
+{
+    (void)addr, (void)len, (void)mode, (void)nodemask, (void)maxnode, (void)flags;
+    return -ENOSYS;
+}
+
+static int fake_getcpu(unsigned *cpu, unsigned *node)
+{
+    (void)cpu, (void)node;
+    return -ENOSYS;
+}
+
 static int64_t fake_measure(const void *addr, size_t len)
 {
     (void)addr, (void)len;
@@ -126,6 +158,7 @@ static int64_t fake_measure(const void *addr, size_t len)
 static const struct hp_host host = {
     HP_BACKEND_ABI_VERSION, sizeof(struct hp_host), fake_log, fake_detail, fake_map,
     fake_unmap, fake_remap, fake_advise, fake_protect, fake_read, fake_measure, 4096,
+    fake_memfd, fake_ftruncate, fake_close, fake_mbind, fake_getcpu,
 };
 
 static const struct hp_backend_ops *ops[3];
@@ -150,7 +183,7 @@ static void check_caps(const struct hp_backend_ops *o, const struct hp_backend_c
         FUZZ_CHECK(ps > 4096 && !(ps & (ps - 1)));
         FUZZ_CHECK(i == 0 || ps > c->page_sizes[i - 1]);
         /* Every size the probe offers must fail cleanly when the OS says no. */
-        struct hp_map_request req = {sizeof(req), 0, HP_F_POPULATE, 5000, ps};
+        struct hp_map_request req = {sizeof(req), 0, HP_F_POPULATE, 5000, ps, 0, 0};
         struct hp_mapping m = {.size = sizeof(m)};
         int rc = o->map(NULL, &req, &m);
         FUZZ_CHECK(rc < 0 && rc >= HP_EOS);

@@ -204,6 +204,128 @@ static void plugin_context_reaches_every_op_and_fini(void **state)
     remove_dir(dir);
 }
 
+static uint64_t cached_bytes(const char *backend)
+{
+    struct hp_cache_stats st = HP_CACHE_STATS_INIT;
+    if (hp_cache_get_stats(&st) != HP_OK)
+        return UINT64_MAX;
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < st.n_entries; i++)
+        if (!strcmp(st.entries[i].backend, backend))
+            bytes += st.entries[i].bytes;
+    return bytes;
+}
+
+/* A third-party plugin whose mappings are HP_MAP_CARVABLE gets what the
+ * built-ins get: its freed blocks are cached, carved into new blocks and
+ * merged back, and hp_realloc grows a block in place into the freed range
+ * after it. */
+static int child_carvable(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    const uint64_t mib2 = UINT64_C(2) << 20;
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-carvable";
+    char *p = hp_alloc_ex(2 * mib2, &o);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(p && hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fixture-carvable") &&
+                info.page_size == mib2);
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    CHILD_CHECK(cached_bytes("fixture-carvable") == 2 * mib2);
+    /* Two blocks carved from the cached range, one after the other. */
+    char *q = hp_alloc_ex(mib2, &o), *r = hp_alloc_ex(mib2, &o);
+    CHILD_CHECK(q == p && r == p + mib2);
+    CHILD_CHECK(cached_bytes("fixture-carvable") == 0);
+    memset(q, 0x5a, mib2);
+    /* Reused memory is zeroed like fresh memory. */
+    CHILD_CHECK(r[0] == 0 && r[mib2 - 1] == 0);
+    /* r goes back; q grows in place into it. */
+    CHILD_CHECK(hp_free(r) == HP_OK && cached_bytes("fixture-carvable") == mib2);
+    char *g = hp_realloc(q, 2 * mib2, 0);
+    CHILD_CHECK(g == q && g[0] == 0x5a && g[mib2 - 1] == 0x5a && g[mib2] == 0);
+    CHILD_CHECK(cached_bytes("fixture-carvable") == 0);
+    CHILD_CHECK(hp_info(g, &info) == HP_OK && !strcmp(info.backend, "fixture-carvable") &&
+                info.usable_size == 2 * mib2);
+    CHILD_CHECK(hp_free(g) == HP_OK);
+    /* The cache gives the range back through the plugin's unmap (which
+     * refuses pieces without the plugin's cookie and flags). */
+    CHILD_CHECK(hp_cache_trim() == HP_OK && cached_bytes("fixture-carvable") == 0);
+    struct hp_cache_stats st = HP_CACHE_STATS_INIT;
+    CHILD_CHECK(hp_cache_get_stats(&st) == HP_OK && st.bytes == 0);
+    return 0;
+}
+
+static void carvable_plugin_gets_the_cache(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    assert_int_equal(run_in_child(child_carvable, dir), 0);
+    remove_dir(dir);
+}
+
+static int filled(const unsigned char *p, size_t len, unsigned char v)
+{
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != v)
+            return 0;
+    return 1;
+}
+
+static int backend_is(const void *p, const char *name)
+{
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    return hp_info(p, &info) == HP_OK && !strcmp(info.backend, name);
+}
+
+/* A block whose backend was named stays there: with no remap op it is
+ * copied within the backend; when remap fails and a new map does too,
+ * hp_realloc fails with both details and the block is unchanged. */
+static int child_pinned(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-good";  /* no remap */
+    unsigned char *p = hp_alloc_ex(64 << 10, &o);
+    CHILD_CHECK(p && backend_is(p, "fixture-good"));
+    memset(p, 0x11, 64 << 10);
+    unsigned char *q = hp_realloc(p, 3 << 20, 0);
+    CHILD_CHECK(q && backend_is(q, "fixture-good") && filled(q, 64 << 10, 0x11) &&
+                filled(q + (64 << 10), (3 << 20) - (64 << 10), 0));
+    q = hp_realloc(q, 16 << 10, 0);
+    CHILD_CHECK(q && backend_is(q, "fixture-good") && filled(q, 16 << 10, 0x11));
+    CHILD_CHECK(hp_free(q) == HP_OK);
+
+    o.backend = "fixture-remap-fails";
+    p = hp_alloc_ex(64 << 10, &o);
+    CHILD_CHECK(p && backend_is(p, "fixture-remap-fails"));
+    memset(p, 0x22, 64 << 10);
+    q = hp_realloc(p, 512 << 10, 0);  /* remap fails; a copy within the backend works */
+    CHILD_CHECK(q && backend_is(q, "fixture-remap-fails") && filled(q, 64 << 10, 0x22));
+    unsigned char *r = hp_realloc(q, 4 << 20, 0);
+    fprintf(stderr, "# %s: %s\n", hp_error_name(hp_last_error()), hp_last_error_detail());
+    CHILD_CHECK(r == NULL && hp_last_error() == HP_ENOMEM);
+    CHILD_CHECK(strstr(hp_last_error_detail(), "fixture remap refused") &&
+                strstr(hp_last_error_detail(), "fixture map refuses more than 1 MiB") &&
+                strstr(hp_last_error_detail(), "fixture-remap-fails"));
+    CHILD_CHECK(backend_is(q, "fixture-remap-fails") && filled(q, 64 << 10, 0x22));
+    /* A page size the backend does not have: no move elsewhere either. */
+    r = hp_realloc(q, 1 << 20, HP_F_PAGE_2M);
+    CHILD_CHECK(r == NULL && backend_is(q, "fixture-remap-fails"));
+    CHILD_CHECK(hp_free(q) == HP_OK);
+    return 0;
+}
+
+static void named_block_never_migrates(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    copy_plugins(backend_dir, dir, 0755);
+    assert_int_equal(run_in_child(child_pinned, dir), 0);
+    remove_dir(dir);
+}
+
 static int child_hostile(void *dir)
 {
     setenv("HP_BACKEND_PATH", dir, 1);
@@ -523,6 +645,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(broken_plugins_are_rejected_with_reasons),
         cmocka_unit_test(misbehaving_plugin_results_are_refused),
         cmocka_unit_test(plugin_context_reaches_every_op_and_fini),
+        cmocka_unit_test(carvable_plugin_gets_the_cache),
+        cmocka_unit_test(named_block_never_migrates),
         cmocka_unit_test(builtin_fallback_without_plugins),
         cmocka_unit_test(world_writable_directory_is_refused),
         cmocka_unit_test(others_writable_plugin_is_refused),

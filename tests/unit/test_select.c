@@ -291,7 +291,7 @@ static void explain_names_each_exclusion(void **state)
     /* (it did not fit: the 2 MiB page is larger than the block) */
     assert_int_equal(find(notes, n, HUGETLB, 2 * M)->why, HP_WHY_LARGER);
     assert_int_equal(notes[n - 1].why, HP_WHY_CANDIDATE);
-    assert_true(notes[n - 1].page_size == 2 * M && notes[n - 1].named_fallback);
+    assert_true(notes[n - 1].page_size == 2 * M && notes[n - 1].named_smallest);
     /* A short notes array loses notes, never candidates (mTHP is off now). */
     r = req(3 * G, 0);
     unsigned got = 0;
