@@ -8,6 +8,13 @@
  *   plugin_user cache   BACKEND  free then alloc of the same size is a hit
  *   plugin_user realloc BACKEND  growth stays in place while headroom lasts
  *   plugin_user stack   BACKEND  hp_stack_create through that backend
+ *   plugin_user exit    BACKEND  a process exits normally with a block of
+ *                                BACKEND in libhp's cache (libhp's
+ *                                destructors give it back through the
+ *                                plugin's unmap, before its fini)
+ *
+ * The other checks end with _exit, so that each reports only its own
+ * subject; "exit" is the one that runs libhp's destructors.
  *
  * BACKEND "numa-local" is the example plugin: its blocks must be bound
  * (numa_maps "prefer:<node>") and wholly on the allocating CPU's node. Any
@@ -25,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MIB (UINT64_C(1) << 20)
 
@@ -133,11 +141,19 @@ static int check_placement(const char *what, const void *p, uint64_t touched)
     return 0;
 }
 
+/* A backend that cannot serve on this machine (THP "never" for the
+ * comparison) skips the check, saying why. */
 static void *alloc_named(uint64_t size)
 {
     struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
     o.backend = backend;
-    return hp_alloc_ex(size, &o);
+    void *p = hp_alloc_ex(size, &o);
+    if (!p && hp_last_error() == HP_ENOBACKEND) {
+        printf("SKIP: %s cannot serve here: %s\n", backend, hp_last_error_detail());
+        fflush(stdout);
+        _exit(77);
+    }
+    return p;
 }
 
 static int check_info(const char *what, void *p, struct hp_block_info *info)
@@ -198,6 +214,14 @@ static int cache(void)
     if (!p)
         return failf("hp_alloc_ex");
     memset(p, 1, size);
+    struct hp_block_info first;
+    if (check_info("first block", p, &first))
+        return 1;
+    if (first.page_size <= 4096) {
+        printf("SKIP: served with base pages here (THP off for the PMD size?), and the cache "
+               "keeps only mappings of larger pages\n");
+        return 77;
+    }
     if (hp_free(p) != HP_OK || get_stats(&before) != HP_OK)
         return failf("hp_free");
     printf("# after free: %" PRIu64 " bytes cached, %" PRIu64 " hits, %" PRIu64 " misses\n",
@@ -312,6 +336,21 @@ static int stack(void)
 #endif
 }
 
+static int at_exit(void)
+{
+    uint64_t size = 8 * MIB;
+    char *p = alloc_named(size);
+    if (!p)
+        return failf("hp_alloc_ex");
+    memset(p, 1, size);
+    if (hp_free(p) != HP_OK)
+        return failf("hp_free");
+    struct hp_cache_stats st;
+    get_stats(&st);
+    printf("# exiting with %" PRIu64 " bytes cached\n", st.bytes);
+    return 0;  /* a crash in libhp's destructors shows as a signal, not 0 */
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -322,13 +361,17 @@ int main(int argc, char **argv)
     numa = !strcmp(backend, "numa-local");
     pin();
     setvbuf(stdout, NULL, _IOLBF, 0);
+    int rc = 2;
     if (!strcmp(argv[1], "serve"))
-        return serve();
-    if (!strcmp(argv[1], "cache"))
-        return cache();
-    if (!strcmp(argv[1], "realloc"))
-        return grow();
-    if (!strcmp(argv[1], "stack"))
-        return stack();
-    return 2;
+        rc = serve();
+    else if (!strcmp(argv[1], "cache"))
+        rc = cache();
+    else if (!strcmp(argv[1], "realloc"))
+        rc = grow();
+    else if (!strcmp(argv[1], "stack"))
+        rc = stack();
+    else if (!strcmp(argv[1], "exit"))
+        return at_exit();
+    fflush(stdout);
+    _exit(rc);
 }
