@@ -62,14 +62,30 @@ static struct hp_core *ready_core(void)
     return c;
 }
 
-/* The backend result must describe memory we can hand out and unmap. */
-static int sane_mapping(const struct hp_mapping *m, uint64_t len)
+/* Which rule of hp/backend.h a backend's mapping for a request of len
+ * bytes at page_size (align, guard as asked) breaks; NULL if none. */
+static const char *mapping_fault(const struct hp_mapping *m, uint64_t len, uint64_t page_size,
+                                 uint64_t align, uint64_t guard)
 {
-    uintptr_t base = hp_os_page_size() - 1;
+    uint64_t base = hp_os_page_size();
     uintptr_t a = (uintptr_t)m->addr, ma = (uintptr_t)m->map_addr;
-    return m->addr && !(a & base) && !(ma & base) && m->len >= len && m->map_len >= m->len &&
-           a >= ma && a - ma <= m->map_len - m->len && m->page_size >= hp_os_page_size() &&
-           !(m->page_size & (m->page_size - 1));
+    uint64_t start = align > page_size ? align : page_size;
+    if (!m->addr || !m->map_addr)
+        return "no address";
+    if (m->page_size != page_size)
+        return "page_size is not the one requested";
+    if ((a & (start - 1)) || (ma & (base - 1)))
+        return "addr not aligned to the page size (and align) requested";
+    if (m->len < len)
+        return "len shorter than requested";
+    if (m->map_len < m->len || a < ma || a - ma > m->map_len - m->len)
+        return "addr and len not inside map_addr and map_len";
+    if (a - ma < guard)
+        return "guard not inside the mapping";
+    uint64_t committed = m->committed ? m->committed : m->len;
+    if (committed < m->len || committed > m->map_len - (a - ma))
+        return "committed below len or past the mapping";
+    return NULL;
 }
 
 /* Ask one backend for a mapping; HP_OK fills *m. */
@@ -85,14 +101,18 @@ static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint
         return hp_fail(HP_EBACKEND, "backend %s returned unknown status %d", b->name, rc);
     if (rc != HP_OK)
         return rc;
-    if (!sane_mapping(m, len)) {
+    const char *fault = mapping_fault(m, len, page_size, 0, 0);
+    if (fault) {
         /* Unmap only what looks like a real mapping; a wild pointer from a
          * broken plugin must never reach munmap. */
         if (m->map_addr && !((uintptr_t)m->map_addr & (hp_os_page_size() - 1)) && m->map_len &&
-            m->map_len < HP_MAX_LEN * 2)
+            m->map_len < HP_MAX_LEN * 2 && hp_os_check_mapped(m->map_addr, m->map_len) == 0)
             b->ops->unmap(b->self, m);
-        return hp_fail(HP_EBACKEND, "backend %s returned an invalid mapping (addr %p len %llu)",
-                       b->name, m->addr, (unsigned long long)m->len);
+        return hp_fail(HP_EBACKEND, "backend %s returned an invalid mapping (%s: addr %p len %llu, "
+                       "page size %llu for a request of %llu bytes at page size %llu)", b->name,
+                       fault, m->addr, (unsigned long long)m->len,
+                       (unsigned long long)m->page_size, (unsigned long long)len,
+                       (unsigned long long)page_size);
     }
     if (hp_os_check_mapped(m->addr, m->len) != 0)
         return hp_fail(HP_EBACKEND, "backend %s returned memory that is not mapped (%p, %llu bytes)",
@@ -471,9 +491,10 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
     int rc = remap(b->backend->self, &m, new_len, flags);
     if (rc != HP_OK)
         return rc < 0 ? rc : HP_EBACKEND;
-    if (!sane_mapping(&m, new_len))
-        return hp_fail(HP_EBACKEND, "backend %s remap returned an invalid mapping",
-                       b->backend->name);
+    const char *fault = mapping_fault(&m, new_len, b->m.page_size, 0, 0);
+    if (fault)
+        return hp_fail(HP_EBACKEND, "backend %s remap returned an invalid mapping (%s)",
+                       b->backend->name, fault);
     if (m.map_addr != b->m.map_addr)
         b->origin = new_origin();
     b->m = m;
@@ -489,6 +510,11 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
 static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
 {
     uint64_t old_len = b->m.len;
+    /* Shared memory mapped before a fork is the other process's too: a
+     * remap (a shrinking ftruncate, say) could take pages away under it.
+     * Such a block is copied instead (hp/backend.h, HP_MAP_SHARED). */
+    if ((b->m.flags & HP_MAP_SHARED) && b->gen != hp_fork_gen())
+        return HP_ENOTSUP;
     /* Past the committed end, remap hands out only zeroed bytes (the block
      * rules of hp/backend.h); below it, old contents may remain. */
     uint64_t dirty = hp_committed(&b->m);
@@ -687,6 +713,18 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
     full.mapped_size = b.m.map_len;
     full.huge_bytes = huge > 0 ? (uint64_t)huge : 0;
     full.flags = b.flags;
+    full.numa_node = -1;
+    full.fd = -1;
+    int (*query)(void *, const struct hp_mapping *, struct hp_block_query *) =
+        HP_OP(b.backend->ops, query);
+    if (query && size > offsetof(struct hp_block_info, flags) + sizeof(full.flags)) {
+        struct hp_block_query q = {sizeof(q), 0, -1, -1, 0};
+        if (query(b.backend->self, &b.m, &q) == HP_OK) {
+            full.numa_node = q.numa_node < -1 ? -1 : q.numa_node;
+            full.fd = q.fd < -1 ? -1 : q.fd;
+            full.fd_offset = full.fd >= 0 ? q.fd_offset : 0;
+        }
+    }
     memcpy(info, &full, size < sizeof(full) ? size : sizeof(full));
     return HP_OK;
 }

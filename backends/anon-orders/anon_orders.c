@@ -96,13 +96,22 @@ static int orders_map(void *self, const struct hp_map_request *req, struct hp_ma
 {
     uint64_t len = hpb_round_up(req->len, host->base_page_size);
     void *p;
-    int rc = hpb_map_aligned(host, len, req->page_size, 0, &p);
+    int rc;
+    if (req->guard || req->align > req->page_size) {
+        rc = hpb_map_guarded(host, req, len, req->page_size, 0, out);
+        p = out->addr;
+    } else {
+        rc = hpb_map_aligned(host, len, req->page_size, 0, &p);
+        out->addr = out->map_addr = p;
+        out->len = out->map_len = out->committed = len;
+        out->flags = HP_MAP_CARVABLE;
+    }
     if (rc != HP_OK)
         return rc;
     if (needs_advice(req->page_size)) {
         rc = host->os_advise(p, len, MADV_HUGEPAGE);
         if (rc < 0) {
-            host->os_unmap(p, len);
+            host->os_unmap(out->map_addr, out->map_len);
             return hpb_fail(host, HP_ENOMEM, "madvise(MADV_HUGEPAGE) failed: %s",
                             strerror(-rc));
         }
@@ -110,13 +119,10 @@ static int orders_map(void *self, const struct hp_map_request *req, struct hp_ma
     if (req->flags & HP_F_POPULATE) {
         rc = hpb_populate(host, p, len);
         if (rc != HP_OK) {
-            host->os_unmap(p, len);
+            host->os_unmap(out->map_addr, out->map_len);
             return rc;
         }
     }
-    out->addr = out->map_addr = p;
-    out->len = out->map_len = out->committed = len;
-    out->flags = HP_MAP_CARVABLE;
     out->page_size = req->page_size;
     return HP_OK;
 }

@@ -63,6 +63,46 @@ int hpb_reserve(const struct hp_host *h, uint64_t len, uint64_t align, void **ou
     return map_aligned(h, len, align, PROT_NONE, MAP_NORESERVE, out);
 }
 
+int hpb_reserve_guarded(const struct hp_host *h, uint64_t len, uint64_t align, uint64_t guard,
+                        void **map_addr, void **addr)
+{
+    uint64_t room = hpb_round_up(guard, align);
+    void *r;
+    int rc = hpb_reserve(h, room + len, align, &r);
+    if (rc != HP_OK)
+        return rc;
+    char *at = (char *)r + room, *start = at - guard;
+    if (start > (char *)r && h->os_unmap(r, (uint64_t)(start - (char *)r)) < 0) {
+        h->os_unmap(r, room + len);
+        return hpb_fail(h, HP_ENOMEM, "trimming the reservation below the guard failed");
+    }
+    *map_addr = start;
+    *addr = at;
+    return HP_OK;
+}
+
+int hpb_map_guarded(const struct hp_host *h, const struct hp_map_request *req, uint64_t len,
+                    uint64_t align, int extra_flags, struct hp_mapping *out)
+{
+    uint64_t guard = req->guard, want = req->align > align ? req->align : align;
+    void *start, *at, *p;
+    int rc = hpb_reserve_guarded(h, len, want, guard, &start, &at);
+    if (rc != HP_OK)
+        return rc;
+    rc = h->os_map(at, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | extra_flags, -1, 0, &p);
+    if (rc < 0) {
+        h->os_unmap(start, guard + len);
+        return hpb_fail(h, HP_ENOMEM, "mmap of %llu bytes failed: %s", (unsigned long long)len,
+                        strerror(-rc));
+    }
+    out->map_addr = start;
+    out->map_len = guard + len;
+    out->addr = at;
+    out->len = out->committed = len;
+    return HP_OK;
+}
+
 uint64_t hpb_headroom(uint64_t extent, uint64_t align)
 {
     const uint64_t limit = UINT64_C(1) << 46;

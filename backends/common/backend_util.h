@@ -51,6 +51,20 @@ static inline void hpb_set_committed(struct hp_mapping *m, uint64_t committed)
     m->committed = committed;
 }
 
+/* For a request with a guard or an alignment above the page size: reserve
+ * guard + len bytes of PROT_NONE address space such that *addr, guard bytes
+ * above *map_addr, is aligned to align. The caller maps its memory at *addr
+ * with MAP_FIXED; [*map_addr, *addr) stays the guard. HP_OK or HP_ENOMEM. */
+int hpb_reserve_guarded(const struct hp_host *h, uint64_t len, uint64_t align, uint64_t guard,
+                        void **map_addr, void **addr);
+
+/* hpb_reserve_guarded, then private anonymous read-write memory at addr
+ * (extra_flags or-ed in), aligned to max(req->align, align), with
+ * req->guard bytes below: fills out's addresses, len and committed. Such a
+ * mapping is not HP_MAP_CARVABLE (addr != map_addr when guarded). */
+int hpb_map_guarded(const struct hp_host *h, const struct hp_map_request *req, uint64_t len,
+                    uint64_t align, int extra_flags, struct hp_mapping *out);
+
 /* Reserve len bytes of PROT_NONE address space (no memory, no commit charge)
  * aligned to align. Returns HP_OK or HP_ENOMEM (detail set). */
 int hpb_reserve(const struct hp_host *h, uint64_t len, uint64_t align, void **out);

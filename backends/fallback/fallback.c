@@ -26,19 +26,27 @@ static int fallback_map(void *self, const struct hp_map_request *req, struct hp_
 {
     uint64_t len = hpb_round_up(req->len, host->base_page_size);
     void *p;
-    int rc = hpb_map_aligned(host, len, host->base_page_size, 0, &p);
-    if (rc != HP_OK)
-        return rc;
+    int rc;
+    if (req->guard || req->align > host->base_page_size) {
+        rc = hpb_map_guarded(host, req, len, host->base_page_size, 0, out);
+        if (rc != HP_OK)
+            return rc;
+        p = out->addr;
+    } else {
+        rc = hpb_map_aligned(host, len, host->base_page_size, 0, &p);
+        if (rc != HP_OK)
+            return rc;
+        out->addr = out->map_addr = p;
+        out->len = out->map_len = out->committed = len;
+        out->flags = HP_MAP_CARVABLE;
+    }
     if (req->flags & HP_F_POPULATE) {
         rc = hpb_populate(host, p, len);
         if (rc != HP_OK) {
-            host->os_unmap(p, len);
+            host->os_unmap(out->map_addr, out->map_len);
             return rc;
         }
     }
-    out->addr = out->map_addr = p;
-    out->len = out->map_len = out->committed = len;
-    out->flags = HP_MAP_CARVABLE;
     out->page_size = host->base_page_size;
     return HP_OK;
 }

@@ -186,11 +186,17 @@ static int hugetlb_probe(void *self, struct hp_backend_caps *caps)
     return HP_OK;
 }
 
+static int map_guarded(const struct hp_map_request *req, uint64_t len, struct hp_mapping *out);
+static int map_pages_at(char *at, uint64_t len, uint64_t ps, int fixed);
+static int pool_dry(uint64_t ps, uint64_t len, int rc);
+
 static int hugetlb_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t ps = req->page_size, len = hpb_round_up(req->len, ps);
     int shift = __builtin_ctzll(ps);
     void *p;
+    if (req->guard || req->align > ps)
+        return map_guarded(req, len, out);
     int rc = host->os_map(NULL, len, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), -1,
                           0, &p);
@@ -206,6 +212,29 @@ static int hugetlb_map(void *self, const struct hp_map_request *req, struct hp_m
     out->addr = out->map_addr = p;
     out->len = out->map_len = out->committed = len;
     out->flags = HP_MAP_CARVABLE | HP_MAP_POOL;
+    out->page_size = ps;
+    return HP_OK;
+}
+
+/* Pool pages at an address aligned to max(align, ps), guard bytes of
+ * PROT_NONE below: a reservation, then the pages over its top (MAP_FIXED). */
+static int map_guarded(const struct hp_map_request *req, uint64_t len, struct hp_mapping *out)
+{
+    uint64_t ps = req->page_size, align = req->align > ps ? req->align : ps;
+    void *start, *at;
+    int rc = hpb_reserve_guarded(host, len, align, req->guard, &start, &at);
+    if (rc != HP_OK)
+        return rc;
+    rc = map_pages_at(at, len, ps, MAP_FIXED);
+    if (rc < 0) {
+        host->os_unmap(start, req->guard + len);
+        return pool_dry(ps, len, rc);
+    }
+    out->map_addr = start;
+    out->map_len = req->guard + len;
+    out->addr = at;
+    out->len = out->committed = len;
+    out->flags = HP_MAP_POOL;
     out->page_size = ps;
     return HP_OK;
 }

@@ -100,22 +100,28 @@ static int thp_map(void *self, const struct hp_map_request *req, struct hp_mappi
 {
     uint64_t pmd = req->page_size, len = hpb_round_up(req->len, host->base_page_size);
     void *p;
-    int rc = hpb_map_aligned(host, len, pmd, 0, &p);
+    int rc;
+    if (req->guard || req->align > pmd) {
+        rc = hpb_map_guarded(host, req, len, pmd, 0, out);
+        p = out->addr;
+    } else {
+        rc = hpb_map_aligned(host, len, pmd, 0, &p);
+        out->addr = out->map_addr = p;
+        out->len = out->map_len = out->committed = len;
+        out->flags = HP_MAP_CARVABLE;
+    }
     if (rc != HP_OK)
         return rc;
     rc = host->os_advise(p, len, MADV_HUGEPAGE);
     if (rc < 0) {
-        host->os_unmap(p, len);
+        host->os_unmap(out->map_addr, out->map_len);
         return hpb_fail(host, HP_ENOMEM, "madvise(MADV_HUGEPAGE) failed: %s", strerror(-rc));
     }
     rc = thp_apply(p, len, pmd, req->flags);
     if (rc != HP_OK) {
-        host->os_unmap(p, len);
+        host->os_unmap(out->map_addr, out->map_len);
         return rc;
     }
-    out->addr = out->map_addr = p;
-    out->len = out->map_len = out->committed = len;
-    out->flags = HP_MAP_CARVABLE;
     out->page_size = pmd;
     return HP_OK;
 }

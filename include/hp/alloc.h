@@ -125,14 +125,23 @@ struct hp_block_info {
     uint64_t huge_bytes;           /* bytes of the block backed by pages larger
                                       than the base page right now (measured) */
     uint64_t flags;                /* HP_F_* the block was allocated with */
+    /* From the backend's query op (hp/backend.h), when it has one: */
+    int32_t numa_node;             /* NUMA node the memory is bound to or on; -1 unknown */
+    int32_t fd;                    /* descriptor backing the block (a memfd), owned by the
+                                      backend and valid until the block is freed; -1 none */
+    uint64_t fd_offset;            /* offset of the block's start in fd; 0 without fd */
 };
-#define HP_BLOCK_INFO_INIT {sizeof(struct hp_block_info), 0, {0}, 0, 0, 0, 0, 0, 0}
+#define HP_BLOCK_INFO_INIT {sizeof(struct hp_block_info), 0, {0}, 0, 0, 0, 0, 0, 0, -1, -1, 0}
 
 /* Describe the block starting at p. Returns HP_OK, HP_EINVAL (info NULL or
  * info->size too small), HP_EFOREIGN, HP_EINTERIOR or HP_EDOUBLEFREE.
  * huge_bytes is read from the kernel now: page flags (/proc/self/pagemap and
  * /proc/kpageflags, exact for hugetlb, THP and mTHP) where they are readable,
- * else smaps, or the backend's own measure.
+ * else smaps, or the backend's own measure. numa_node, fd and fd_offset are
+ * the backend's answer to its query op (-1, -1, 0 without one; a caller
+ * whose struct ends before them, as in libhp 1.0, gets the rest).
+ * backend names the backend serving the block now: hp_realloc may have
+ * moved it to another one (hp_realloc above).
  * Thread-safe. */
 HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info);
 

@@ -14,9 +14,11 @@
  * ONE DOOR: libhp's own backends (hugetlbfs, thp-madvise, anon-orders and the
  * fallback compiled into the core) use this header and nothing else. The
  * core never reads a plugin's cookie and never treats a backend differently
- * because of its name: what the core's cache of freed ranges, hp_realloc and
- * stacks need to know about a mapping is in struct hp_mapping (committed,
- * flags) and struct hp_backend_caps, which any plugin can fill.
+ * because of its name: what the core's cache of freed ranges and hp_realloc
+ * need to know about a mapping is in struct hp_mapping (committed, flags)
+ * and struct hp_backend_caps, which any plugin can fill. (Stacks,
+ * hp/stack.h, do not go through backends yet; the align and guard of
+ * struct hp_map_request are there for them.)
  *
  * A plugin is a shared object in the backend directory
  * (`pkg-config --variable=backenddir libhp`, or HP_BACKEND_PATH). It must not
@@ -55,11 +57,14 @@
  * that first uses libhp, before any probe). A plugin keeps its state there
  * instead of in file statics. init returning an error rejects the plugin,
  * with "init failed: <code>: <detail>" as the reason; fini is then not
- * called and the file is unloaded. Every later op receives that self as its
- * first argument (NULL when init is NULL). fini(self) is called once, when
- * libhp unloads (its destructor), after the last op and before dlclose;
- * mappings still alive then (blocks the application never freed) stay
- * mapped, so fini must not unmap memory that blocks may still use.
+ * called. A plugin rejected after a successful init (its probe at load
+ * fails) gets fini(self) before it is rejected. Every later op receives that self as its
+ * first argument (NULL when init is NULL). fini(self) is called once, from
+ * libhp's destructor (at exit, or when libhp itself is dlclose'd); plugins
+ * are never unloaded before. Other threads may still be running then, and
+ * blocks the application never freed stay mapped: fini may release what
+ * only probing needs, but must leave whatever map, unmap and the blocks
+ * still use.
  *
  * probe: a backend that works but cannot serve on this machine returns
  * HP_OK with available = 0 and says why in caps->reason. A probe that
@@ -232,10 +237,10 @@ struct hp_map_request {
  * (a freed block is unmapped at once). Fork rule: after fork() parent and
  * child see the same bytes; unmap must release only the calling process's
  * view (munmap, close its descriptor), never shrink or destroy an object
- * another process may still map; the core never calls remap for such a
- * block in a process other than the one that mapped it (it copies into a
- * new block instead), so a child resizing a block cannot take memory away
- * from its parent. */
+ * another process may still map; once a fork() happened after the block was
+ * mapped, the core never calls remap for it again, in the parent or the
+ * child (it copies into a new block instead), so a child resizing a block
+ * cannot take memory away from its parent. */
 #define HP_MAP_SHARED   0x2u
 /* The pages come from a finite reserved pool (hugetlb-like). The fork rules
  * of hp/alloc.h apply: pages of a range that existed at fork() are never

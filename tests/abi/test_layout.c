@@ -29,6 +29,7 @@ static const struct pin pins[] = {
     OFF(hp_block_info, requested_page_size), OFF(hp_block_info, page_size),
     OFF(hp_block_info, usable_size), OFF(hp_block_info, mapped_size),
     OFF(hp_block_info, huge_bytes), OFF(hp_block_info, flags),
+    OFF(hp_block_info, numa_node), OFF(hp_block_info, fd), OFF(hp_block_info, fd_offset),
     SIZE(hp_backend_info), OFF(hp_backend_info, size), OFF(hp_backend_info, available),
     OFF(hp_backend_info, kind), OFF(hp_backend_info, n_page_sizes), OFF(hp_backend_info, name),
     OFF(hp_backend_info, path), OFF(hp_backend_info, reason), OFF(hp_backend_info, page_sizes),

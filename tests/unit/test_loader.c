@@ -180,6 +180,15 @@ static int child_context(void *dir)
         void *p = hp_alloc_ex(8192, &o);
         struct hp_block_info info = HP_BLOCK_INFO_INIT;
         CHILD_CHECK(p && hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fixture-context"));
+        /* The query op reaches hp_info ... */
+        CHILD_CHECK(info.numa_node == 3 && info.fd >= 0 && info.fd_offset == 4096 &&
+                    fcntl(info.fd, F_GETFD) >= 0);
+        /* ... and a caller with the 1.0 struct gets the 1.0 fields only. */
+        struct hp_block_info old;
+        memset(&old, 0x7e, sizeof(old));
+        old.size = (uint32_t)offsetof(struct hp_block_info, numa_node);
+        CHILD_CHECK(hp_info(p, &old) == HP_OK && old.usable_size == info.usable_size &&
+                    old.numa_node == 0x7e7e7e7e && old.fd_offset == UINT64_C(0x7e7e7e7e7e7e7e7e));
         CHILD_CHECK(hp_free(p) == HP_OK);
     }
     exit(0);  /* run the destructors, unlike run_in_child's _exit */
@@ -326,6 +335,43 @@ static void named_block_never_migrates(void **state)
     remove_dir(dir);
 }
 
+/* A shared (MAP_SHARED memfd) block resized by a forked child: the child
+ * copies instead of calling the plugin's remap, whose ftruncate would take
+ * the pages away from the parent (SIGBUS at its next touch). */
+static int child_shared_fork(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-shared";
+    unsigned char *p = hp_alloc_ex(256 << 10, &o);
+    CHILD_CHECK(p && backend_is(p, "fixture-shared"));
+    memset(p, 0x33, 256 << 10);
+    /* Before any fork, remap is the plugin's own business. */
+    unsigned char *q = hp_realloc(p, 512 << 10, 0);
+    CHILD_CHECK(q && filled(q, 256 << 10, 0x33));
+    memset(q, 0x44, 512 << 10);
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsigned char *c = hp_realloc(q, 4096, 0);  /* shrink in the child */
+        _exit(c && c[0] == 0x44 && backend_is(c, "fixture-shared") ? 0 : 1);
+    }
+    int status;
+    CHILD_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                WEXITSTATUS(status) == 0);
+    CHILD_CHECK(filled(q, 512 << 10, 0x44));  /* all still there: no SIGBUS */
+    CHILD_CHECK(hp_free(q) == HP_OK);
+    return 0;
+}
+
+static void shared_block_resized_after_fork_is_copied(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    assert_int_equal(run_in_child(child_shared_fork, dir), 0);
+    remove_dir(dir);
+}
+
 static int child_hostile(void *dir)
 {
     setenv("HP_BACKEND_PATH", dir, 1);
@@ -334,7 +380,8 @@ static int child_hostile(void *dir)
     void *warm = hp_alloc_ex(4096, &o);  /* the honest path works */
     CHILD_CHECK(warm && hp_free(warm) == HP_OK);
     long maps = maps_count();
-    for (size_t lie = 1; lie <= 6; lie++) {
+    for (size_t lie = 1; lie <= 9; lie++) {
+        o.flags = lie == 9 ? HP_F_PAGE_2M : 0;
         void *p = hp_alloc_ex(lie, &o);
         fprintf(stderr, "# lie %zu: %s %s\n", lie, hp_error_name(hp_last_error()),
                 hp_last_error_detail());
@@ -647,6 +694,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(plugin_context_reaches_every_op_and_fini),
         cmocka_unit_test(carvable_plugin_gets_the_cache),
         cmocka_unit_test(named_block_never_migrates),
+        cmocka_unit_test(shared_block_resized_after_fork_is_copied),
         cmocka_unit_test(builtin_fallback_without_plugins),
         cmocka_unit_test(world_writable_directory_is_refused),
         cmocka_unit_test(others_writable_plugin_is_refused),

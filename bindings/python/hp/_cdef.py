@@ -78,6 +78,9 @@ struct hp_block_info {
     uint64_t mapped_size;
     uint64_t huge_bytes;
     uint64_t flags;
+    int32_t numa_node;
+    int32_t fd;
+    uint64_t fd_offset;
 };
 
 int32_t hp_info(const void *p, struct hp_block_info *info);

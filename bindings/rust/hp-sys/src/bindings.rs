@@ -194,12 +194,15 @@ pub struct hp_block_info {
     pub mapped_size: u64,
     pub huge_bytes: u64,
     pub flags: u64,
+    pub numa_node: i32,
+    pub fd: i32,
+    pub fd_offset: u64,
 }
 #[test]
 fn bindgen_test_layout_hp_block_info() {
     assert_eq!(
         ::std::mem::size_of::<hp_block_info>(),
-        88usize,
+        104usize,
         concat!("Size of: ", stringify!(hp_block_info))
     );
     assert_eq!(
@@ -360,6 +363,57 @@ fn bindgen_test_layout_hp_block_info() {
         );
     }
     test_field_flags();
+    fn test_field_numa_node() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_block_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_node) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_block_info),
+                "::",
+                stringify!(numa_node)
+            )
+        );
+    }
+    test_field_numa_node();
+    fn test_field_fd() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_block_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).fd) as usize - ptr as usize
+            },
+            92usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_block_info),
+                "::",
+                stringify!(fd)
+            )
+        );
+    }
+    test_field_fd();
+    fn test_field_fd_offset() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_block_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).fd_offset) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_block_info),
+                "::",
+                stringify!(fd_offset)
+            )
+        );
+    }
+    test_field_fd_offset();
 }
 extern "C" {
     pub fn hp_info(p: *const ::std::os::raw::c_void, info: *mut hp_block_info) -> i32;

@@ -151,6 +151,9 @@ impl hp_block_info {
             mapped_size: 0,
             huge_bytes: 0,
             flags: 0,
+            numa_node: -1,
+            fd: -1,
+            fd_offset: 0,
         }
     }
 }
