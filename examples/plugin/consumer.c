@@ -16,8 +16,8 @@ int main(void)
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
     if (hp_info(p, &info) != HP_OK)
         return 1;
-    printf("backend %s, page size %llu, %llu of %llu bytes on huge pages\n", info.backend,
-           (unsigned long long)info.page_size, (unsigned long long)info.huge_bytes,
-           (unsigned long long)info.usable_size);
+    printf("backend %s, page size %llu, %llu of %llu bytes on huge pages, NUMA node %d\n",
+           info.backend, (unsigned long long)info.page_size, (unsigned long long)info.huge_bytes,
+           (unsigned long long)info.usable_size, (int)info.numa_node);  /* -1: not known */
     return hp_free(p) == HP_OK ? 0 : 1;
 }

@@ -1,16 +1,18 @@
 /*
- * Fault injection: mmap, munmap, mremap, madvise, mprotect and /proc, /sys
- * reads fail with ENOMEM, EINVAL or EAGAIN at the Nth call, for every N a
- * scenario reaches (once, and "from the Nth call on"). Every libhp call
- * either succeeds (falling back where it can) or fails with a clear error
- * (an allocation-class code and a detail message); a failed resize leaves
- * the block as it was; the blocks that existed before (one per backend,
- * each with its own pattern) are untouched; and nothing leaks: the
- * /proc/self/maps count, the registry count and the hugetlb pool are back
- * to their values before each run.
+ * Fault injection: mmap, munmap, mremap, madvise, mprotect, mbind, getcpu
+ * and /proc, /sys reads fail with ENOMEM, EINVAL or EAGAIN at the Nth call,
+ * for every N a scenario reaches (once, and "from the Nth call on"). Every
+ * libhp call either succeeds (falling back where it can) or fails with a
+ * clear error (an allocation-class code and a detail message); a failed
+ * resize leaves the block as it was; the blocks that existed before (one
+ * per backend, each with its own pattern) are untouched; and nothing leaks:
+ * the /proc/self/maps count, the registry count and the hugetlb pool are
+ * back to their values before each run.
  *
  * Plugins are dlopen'd by this program, which links the internal core, so
- * they get its host table and the injected faults reach them too.
+ * they get its host table and the injected faults reach them too. Every
+ * available backend that libhp may choose takes part, plus those named on
+ * the command line (tests/plugin runs it with the example plugin).
  */
 #include <hp.h>
 
@@ -71,10 +73,15 @@ static void enable_cache(void)
 
 static const char *backends[MAX_BACKENDS];   /* NULL = libhp chooses */
 static unsigned n_backends;
+/* Backends named on the command line join them, kind other included (a
+ * third-party plugin serves only when named): usage test_faults [NAME...]. */
+static char **named;
+static int n_named;
 
 static const enum hp_os_op ops[] = {HP_OS_MAP, HP_OS_UNMAP, HP_OS_REMAP, HP_OS_ADVISE,
-                                    HP_OS_PROTECT, HP_OS_READ};
-static const char *op_names[] = {"mmap", "munmap", "mremap", "madvise", "mprotect", "read"};
+                                    HP_OS_PROTECT, HP_OS_READ, HP_OS_MBIND, HP_OS_GETCPU};
+static const char *op_names[] = {"mmap", "munmap", "mremap", "madvise", "mprotect", "read",
+                                 [HP_OS_MBIND] = "mbind", [HP_OS_GETCPU] = "getcpu"};
 static const int errs[] = {ENOMEM, EINVAL, EAGAIN};
 
 /* Blocks made before the faults and checked after each run. */
@@ -487,6 +494,15 @@ static int setup(void **state)
         backends[n_backends] = names[n_backends];
         n_backends++;
     }
+    for (int i = 0; i < n_named && n_backends < MAX_BACKENDS; i++) {
+        void *p = alloc_on(named[i], 4096, 0);
+        if (!p) {
+            printf("# SKIP: %s cannot serve here: %s\n", named[i], hp_last_error_detail());
+            exit(77);
+        }
+        hp_free(p);
+        backends[n_backends++] = named[i];
+    }
     make_witnesses();
     /* One clean pass of everything, so lazily made state exists already. */
     static const struct scenario warm = {"warm-up", prepare_blocks, act_realloc};
@@ -598,8 +614,10 @@ static void totals(void **state)
     assert_int_equal(hp_registry_count(), 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    named = argv + 1;
+    n_named = argc - 1;
     /* Under memcheck no hugetlb pool: valgrind does not follow hugetlb
      * mappings (see tests/stress/stress_env.h). */
     if (is_root())

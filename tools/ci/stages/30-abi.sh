@@ -21,5 +21,22 @@ check "no incompatible change vs abi/libhp.abi (abidiff --no-added-syms)" \
 check "no export missing from the baseline (abidiff)" abidiff abi/libhp.abi "$lib"
 check "HP_1.0 is frozen: its symbols equal abi/symbols-HP_1.0.txt" sh -c "
   nm -D --defined-only $lib | awk '{print \$3}' | sed -n 's/@@HP_1\.0\$//p' | sort | diff -u abi/symbols-HP_1.0.txt -"
+# The plugin ABI (include/hp/backend.h), through a minimal plugin that uses
+# every type of it (tests/abi/backend_anchor.c): any change to a struct, an
+# op's signature or the entry symbol needs a refreshed abi/backend.abi (and
+# abi/backend-layout.txt, checked by the meson test abi-backend-layout).
+anchor=build/tests/abi/backend-abi-anchor.so
+check "plugin ABI baseline has the descriptor's type" grep -q "<class-decl name='hp_backend_ops'" abi/backend.abi
+check "plugin ABI: no change vs abi/backend.abi (abidiff)" abidiff abi/backend.abi "$anchor"
+# ... and the gate is not blind: the anchor built against a copy of the
+# header with a member inserted into struct hp_mapping must differ.
+mut=$(mktemp -d /tmp/hp-abi-mut.XXXXXX)
+cp -r include "$mut/include"
+sed -i 's/^\(struct hp_mapping {\)$/\1\n    uint64_t inserted_by_the_abi_check;/' "$mut/include/hp/backend.h"
+check "plugin ABI: abidiff catches a member inserted into struct hp_mapping" sh -c "
+  grep -q inserted_by_the_abi_check '$mut/include/hp/backend.h' &&
+  cc -g -shared -fPIC -I'$mut/include' tests/abi/backend_anchor.c -o '$mut/anchor.so' &&
+  ! abidiff abi/backend.abi '$mut/anchor.so' > /dev/null"
+rm -rf "$mut"
 echo "$pass $fail" >> "$HP_RESULTS"
 [ "$fail" -eq 0 ]
