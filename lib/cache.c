@@ -844,10 +844,12 @@ HP_EXTERN(int32_t) hp_cache_get_stats(struct hp_cache_stats *stats)
 }
 
 /* Unloading libhp (dlclose) must not leave the release thread running code
- * that is about to be unmapped, nor the cached ranges mapped. At exit the
- * thread is waiting on its condition variable and leaves at once; the wait
- * is bounded in any case, so exit is never held up. */
-__attribute__((destructor)) static void cache_fini(void)
+ * that is about to be unmapped, nor the cached ranges mapped; the backends'
+ * fini must come after the last unmap of a cached range, so libhp's one
+ * destructor (lib/loader.c) calls this first. At exit the thread is
+ * waiting on its condition variable and leaves at once; the wait is
+ * bounded in any case, so exit is never held up. */
+void hp_cache_shutdown(void)
 {
     /* The exiting thread may hold the lock (exit from a signal handler
      * that interrupted ensure_reaper): then the thread is left alone. */

@@ -74,6 +74,11 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len);
  * NULL: every range; page_size 0: every size). Returns the bytes released. */
 uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size);
 
+/* At unload or exit: stop the release thread (bounded wait) and unmap every
+ * cached range without waiting for a lock. Called by libhp's destructor
+ * before the backends' fini. */
+void hp_cache_shutdown(void);
+
 /* Bytes cached for be and page_size (0: every size). */
 uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size);
 

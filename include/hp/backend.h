@@ -59,12 +59,14 @@
  * with "init failed: <code>: <detail>" as the reason; fini is then not
  * called. A plugin rejected after a successful init (its probe at load
  * fails) gets fini(self) before it is rejected. Every later op receives that self as its
- * first argument (NULL when init is NULL). fini(self) is called once, from
- * libhp's destructor (at exit, or when libhp itself is dlclose'd); plugins
- * are never unloaded before. Other threads may still be running then, and
- * blocks the application never freed stay mapped: fini may release what
- * only probing needs, but must leave whatever map, unmap and the blocks
- * still use.
+ * first argument (NULL when init is NULL). fini(self) is called at most
+ * once, from libhp's destructor (at exit, or when libhp itself is
+ * dlclose'd); plugins are never unloaded before. By then libhp has handed
+ * every range its cache held back through unmap, and fini is called only if
+ * the application holds no live block: a program that ends with blocks
+ * allocated skips every fini, since a later destructor of the program may
+ * still free them (the process is ending; the state goes with it). No op
+ * is called after fini.
  *
  * probe: a backend that works but cannot serve on this machine returns
  * HP_OK with available = 0 and says why in caps->reason. A probe that
