@@ -166,6 +166,11 @@ static int do_realloc(struct worker *w, struct slot *s)
         int32_t code = hp_last_error();
         if (check_slot(w, s, "after a failed realloc"))
             return -1;
+        /* A block whose backend was named stays there: with its pool
+         * drained by the other threads, the resize fails, block unchanged. */
+        if ((code == HP_ENOMEM || code == HP_ENOBACKEND || code == HP_ENOHUGE) &&
+            strstr(hp_last_error_detail(), "the block stays in backend"))
+            return 0;
         FAIL(w, "hp_realloc(%p, %zu -> %zu): %s %s", (void *)s->p, s->size, n,
              hp_error_name(code), hp_last_error_detail());
     }
