@@ -41,7 +41,7 @@ else
   n=$((n + 1)); echo "ok $n - man pages # SKIP scdoc or man missing"
 fi
 
-export LD_LIBRARY_PATH=$libdir HP_BACKEND_PATH=$backenddir
+export LD_LIBRARY_PATH=$libdir HP_BACKEND_DIR=$backenddir
 check "consumer compiles with cc \$(pkg-config --cflags --libs libhp)" \
   sh -c "cc -std=c11 -Wall -Werror '$src/examples/plugin/consumer.c' \$(pkg-config --cflags --libs libhp) -o '$root/consumer'"
 check "consumer runs" "$root/consumer"
@@ -51,7 +51,7 @@ check "installed hpctl status --json lists the four backends" \
 # The plugin author's path: installed header + pkg-config, nothing else.
 cp "$src/examples/plugin/example_backend.c" "$src/examples/plugin/Makefile" "$root/"
 check "example plugin builds out of tree" make -s -C "$root" example.so
-mkdir "$root/plugins" && cp "$backenddir"/*.so "$root/example.so" "$root/plugins/"
+mkdir "$root/plugins" && cp "$root/example.so" "$root/plugins/"
 cat > "$root/use_example.c" <<'C'
 #include <hp.h>
 #include <stdio.h>
