@@ -269,9 +269,6 @@ static const struct option_def defs[] = {
     {"HP_BACKEND_PATH", parse_backend_path, "dir:dir:...",
      "directories of backend plugins, searched in order before HP_BACKEND_DIR (ignored in "
      "setuid programs)"},
-    {"HP_BACKEND_DIR", parse_backend_dir, "absolute dir",
-     "directory of the built-in backends, searched last (default " HP_BACKEND_DIR "; set it "
-     "only to run an uninstalled build; ignored in setuid programs)"},
     {"HP_BACKENDS", parse_backends, "list",
      "backends to use, in order (\"thp-madvise,fallback\"); \"-name\" excludes one"},
     {"HP_SYSFS_ROOT", parse_sysfs_root, "absolute dir",
@@ -285,6 +282,9 @@ static const struct option_def defs[] = {
     {"HP_CACHE_POOL_IDLE_MS", parse_cache_pool_idle, "ms",
      "cached hugetlb pool pages idle this long go back to the pool (default 1000; 0 = only "
      "the limit)"},
+    {"HP_BACKEND_DIR", parse_backend_dir, "absolute dir",
+     "directory of the built-in backends, searched last (default " HP_BACKEND_DIR "; set it "
+     "only to run an uninstalled build; ignored in setuid programs)"},
 };
 
 void hp_options_parse_into(struct hp_options *o, char *(*get)(const char *name))

@@ -128,7 +128,7 @@ def thp_madvise_available():
     for b in hp.backends():
         if b.name == "thp-madvise":
             return b.available, b.reason
-    return False, "thp-madvise backend not loaded (HP_BACKEND_PATH?)"
+    return False, "thp-madvise backend not loaded (HP_BACKEND_DIR?)"
 
 
 @contextlib.contextmanager
