@@ -607,7 +607,11 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
     return got;
 }
 
-uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size)
+/* Release the ranges of be (every backend if NULL) and page_size (every
+ * size if 0). at_exit: never wait, neither for a shard lock (the exiting
+ * thread may hold one: exit from a signal handler) nor for releases in
+ * flight; what is skipped goes with the process. */
+static uint64_t flush(const struct hp_backend *be, uint64_t page_size, int at_exit)
 {
     pthread_once(&once, init);
     uint64_t bytes = 0;
@@ -617,7 +621,10 @@ uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size)
             continue;
         struct victim v[MAX_VICTIMS];
         unsigned nv = 0;
-        pthread_mutex_lock(&s->lock);
+        if (!at_exit)
+            pthread_mutex_lock(&s->lock);
+        else if (pthread_mutex_trylock(&s->lock) != 0)
+            continue;
         for (unsigned k = 0; k < atomic_load(&s->n);) {
             if (!page_size || s->r[k].page_size == page_size) {
                 bytes += s->r[k].committed;
@@ -633,11 +640,16 @@ uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size)
      * gone only once it is unmapped: a caller that flushes to free pool
      * pages, or hp_cache_trim, must find them back. munmap is quick; wait. */
     uint64_t pending = atomic_load(&in_flight);
-    for (unsigned spins = 0; atomic_load(&in_flight) && spins < 100000; spins++) {
+    for (unsigned spins = 0; !at_exit && atomic_load(&in_flight) && spins < 100000; spins++) {
         struct timespec us = {0, 20000};
         nanosleep(&us, NULL);
     }
     return bytes + pending;
+}
+
+uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size)
+{
+    return flush(be, page_size, 0);
 }
 
 uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size)
@@ -820,12 +832,16 @@ HP_EXTERN(int32_t) hp_cache_get_stats(struct hp_cache_stats *stats)
  * is bounded in any case, so exit is never held up. */
 __attribute__((destructor)) static void cache_fini(void)
 {
-    pthread_mutex_lock(&reaper_lock);
-    reaper_quit = 1;
-    int joinable = reaper_joinable;
-    reaper_joinable = 0;
-    pthread_cond_broadcast(&reaper_wake);
-    pthread_mutex_unlock(&reaper_lock);
+    /* The exiting thread may hold the lock (exit from a signal handler
+     * that interrupted ensure_reaper): then the thread is left alone. */
+    int joinable = 0;
+    if (pthread_mutex_trylock(&reaper_lock) == 0) {
+        reaper_quit = 1;
+        joinable = reaper_joinable;
+        reaper_joinable = 0;
+        pthread_cond_broadcast(&reaper_wake);
+        pthread_mutex_unlock(&reaper_lock);
+    }
     if (joinable) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -837,5 +853,5 @@ __attribute__((destructor)) static void cache_fini(void)
         pthread_timedjoin_np(reaper, NULL, &until);
     }
     if (atomic_load(&total))
-        hp_cache_flush(NULL, 0);
+        flush(NULL, 0, 1);
 }

@@ -148,14 +148,24 @@ static int32_t classify_miss(const void *p)
     return code;
 }
 
+/* The link to the record of the block at p. Two records can share p: a
+ * block being moved by hp_realloc stays registered under its old address
+ * (busy) until the move is published, and once the old range is unmapped
+ * the kernel may hand the same address to a new block. The new block is
+ * the one p names, so a record that is not busy wins. */
 static struct hp_block **find(struct shard *s, const void *p)
 {
     if (!s->nbuckets)
         return NULL;
-    struct hp_block **link = &s->buckets[bucket_of(s, p)];
-    while (*link && (*link)->m.addr != p)
-        link = &(*link)->next;
-    return *link ? link : NULL;
+    struct hp_block **busy = NULL;
+    for (struct hp_block **link = &s->buckets[bucket_of(s, p)]; *link; link = &(*link)->next) {
+        if ((*link)->m.addr != p)
+            continue;
+        if (!(*link)->busy)
+            return link;
+        busy = link;
+    }
+    return busy;
 }
 
 struct hp_block *hp_registry_take(const void *p, int as_free, int32_t *code)
@@ -203,13 +213,19 @@ struct hp_block *hp_registry_begin(const void *p, int32_t *code, struct hp_block
     return *code == HP_OK ? b : NULL;
 }
 
-/* Unlink b, which is registered under its current address (lock held). */
+/* Unlink b, which is registered under its current address (lock held). It
+ * is looked up by identity, not by address: another block may share it. */
 static void unlink_block(struct shard *s, struct hp_block *b)
 {
-    struct hp_block **link = find(s, b->m.addr);
-    if (link && *link == b) {
-        *link = b->next;
-        s->count--;
+    if (!s->nbuckets)
+        return;
+    for (struct hp_block **link = &s->buckets[bucket_of(s, b->m.addr)]; *link;
+         link = &(*link)->next) {
+        if (*link == b) {
+            *link = b->next;
+            s->count--;
+            return;
+        }
     }
 }
 
@@ -267,10 +283,11 @@ __attribute__((destructor)) static void registry_fini(void)
 {
     for (int i = 0; i < NSHARDS; i++) {
         struct shard *s = &shards[i];
-        if (!s->nbuckets)
+        /* exit() may run this while another thread, or the very thread
+         * exiting (exit from a signal handler), holds the lock: never wait. */
+        if (pthread_mutex_trylock(&s->lock) != 0)
             continue;
-        pthread_mutex_lock(&s->lock);
-        if (!s->count) {
+        if (s->nbuckets && !s->count) {
             free(s->buckets);
             s->buckets = NULL;
             s->nbuckets = 0;
