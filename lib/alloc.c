@@ -1,4 +1,5 @@
 /* hp_alloc, hp_realloc, hp_free, hp_info: validation, dispatch to the backends. */
+#include "abi_sizes.h"
 #include "hp/alloc.h"
 #include "hp/errors.h"
 #include "cache.h"
@@ -354,7 +355,7 @@ static void *allocate(struct hp_core *c, const struct request *r)
 static int32_t build_request(size_t size, const struct hp_alloc_opts *opts, struct request *r)
 {
     static const struct hp_alloc_opts none = HP_ALLOC_OPTS_INIT;
-    const size_t min_opts = offsetof(struct hp_alloc_opts, exclude) + sizeof(opts->exclude);
+    const size_t min_opts = HP_ALLOC_OPTS_SIZE_V1_0;
     if (!opts)
         opts = &none;
     if (opts->size < min_opts)
@@ -690,7 +691,7 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
 
 HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
 {
-    const size_t min_info = offsetof(struct hp_block_info, flags) + sizeof(info->flags);
+    const size_t min_info = HP_BLOCK_INFO_SIZE_V1_0;
     if (!info)
         return hp_fail(HP_EINVAL, "hp_info: info is NULL");
     if (info->size < min_info)

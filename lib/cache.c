@@ -1,3 +1,4 @@
+#include "abi_sizes.h"
 #include "cache.h"
 #include "hp/cache.h"
 #include "hp/errors.h"
@@ -759,8 +760,7 @@ void hp_cache_count_miss(void)
 
 HP_EXTERN(int32_t) hp_cache_configure(const struct hp_cache_config *cfg)
 {
-    const size_t min_cfg = offsetof(struct hp_cache_config, pool_idle_ms) +
-                           sizeof(cfg->pool_idle_ms);
+    const size_t min_cfg = HP_CACHE_CONFIG_SIZE_V1_1;
     if (!cfg)
         return hp_fail(HP_EINVAL, "hp_cache_configure: cfg is NULL");
     if (cfg->size < min_cfg)
@@ -804,7 +804,7 @@ static struct hp_cache_stats_entry *entry_for(struct hp_cache_stats *out, unsign
 
 HP_EXTERN(int32_t) hp_cache_get_stats(struct hp_cache_stats *stats)
 {
-    const size_t min_stats = offsetof(struct hp_cache_stats, entries);
+    const size_t min_stats = HP_CACHE_STATS_SIZE_V1_1;
     if (!stats)
         return hp_fail(HP_EINVAL, "hp_cache_get_stats: stats is NULL");
     if (stats->size < min_stats)

@@ -1,3 +1,4 @@
+#include "abi_sizes.h"
 #include "hp/introspect.h"
 #include "hp/errors.h"
 #include "error.h"
@@ -14,7 +15,7 @@ HP_EXTERN(int32_t) hp_backend_count(void)
 
 HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info)
 {
-    const size_t min_info = offsetof(struct hp_backend_info, pool_free) + sizeof(info->pool_free);
+    const size_t min_info = HP_BACKEND_INFO_SIZE_V1_0;
     if (!info)
         return hp_fail(HP_EINVAL, "hp_backend_get: info is NULL");
     if (info->size < min_info)
@@ -44,6 +45,7 @@ HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info)
         memcpy(full.page_sizes, caps.page_sizes, sizeof(full.page_sizes));
         memcpy(full.pool_free, caps.pool_free, sizeof(full.pool_free));
         snprintf(full.reason, sizeof(full.reason), "%s", caps.reason);
+        snprintf(full.description, sizeof(full.description), "%s", b->description);
     }
     memcpy(info, &full, size < sizeof(full) ? size : sizeof(full));
     return HP_OK;

@@ -20,6 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert(HP_BACKEND_OPS_SIZE_V2_MIN ==
+                   offsetof(struct hp_backend_ops, unmap) + sizeof(((struct hp_backend_ops *)0)->unmap),
+               "the ABI 2 minimum descriptor ends after unmap");
+
 static struct hp_core core;
 static pthread_once_t core_once = PTHREAD_ONCE_INIT;
 
@@ -194,11 +198,56 @@ static void fini(struct hp_backend *b)
         op(self);
 }
 
-/* Check a descriptor and adopt the scratch slot b into the table; on
- * failure the file is listed as rejected with the reason. */
-static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
+/* The in-core fallback's descriptor. */
+static const struct hp_backend_ops *fallback_ops;
+
+/* The names of the backends that ship with libhp: the plugins below and
+ * the fallback compiled into the core. Only a file in the built-ins'
+ * directory (HP_BACKEND_DIR) may provide one, so that no plugin found
+ * through HP_BACKEND_PATH takes a built-in's place, and the core's fallback
+ * serves whenever that directory does not provide it. The build passes the
+ * names (builtin_plugin_names in meson.build); this is the only place that
+ * uses them. */
+static const char *const builtin_names[] = {HP_BUILTIN_PLUGIN_NAMES};
+
+static int is_builtin_name(const char *name)
 {
-    const size_t min_size = offsetof(struct hp_backend_ops, unmap) + sizeof(ops->unmap);
+    for (size_t i = 0; i < sizeof(builtin_names) / sizeof(*builtin_names); i++)
+        if (!strcmp(name, builtin_names[i]))
+            return 1;
+    return fallback_ops && !strcmp(name, fallback_ops->name);
+}
+
+/* Why name is not a backend name, or NULL if it is one. */
+static const char *invalid_name(const char *name)
+{
+    if (!name)
+        return "no backend name (name is NULL)";
+    size_t n = strnlen(name, HP_BACKEND_NAME_MAX + 1);
+    if (n == 0)
+        return "empty backend name";
+    if (n > HP_BACKEND_NAME_MAX)
+        return "backend name longer than 31 characters";
+    if (!hp_valid_backend_name(name))
+        return "backend name has a character outside [a-z0-9_-]";
+    return NULL;
+}
+
+/* description, cut to fit and with anything but printable ASCII replaced
+ * by '?' (it is shown on terminals); "" for NULL. */
+static void copy_description(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < cap; i++)
+        dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+    dst[i] = '\0';
+}
+
+/* Check a descriptor and adopt the scratch slot b into the table; on
+ * failure the file is listed as rejected with the reason. from_builtin_dir:
+ * the file is in HP_BACKEND_DIR (or b is the in-core fallback). */
+static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int from_builtin_dir)
+{
     if (!ops)
         return reject(b, "entry point returned NULL%s", NULL);
     if (ops->abi_version != HP_BACKEND_ABI_VERSION) {
@@ -206,17 +255,39 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops)
         snprintf(v, sizeof(v), "%u, libhp speaks %u", ops->abi_version, HP_BACKEND_ABI_VERSION);
         return reject(b, "backend ABI version %s", v);
     }
-    if (ops->size < min_size)
-        return reject(b, "descriptor too short (size field below the mandatory ops)%s", NULL);
-    if (!ops->name || !hp_valid_backend_name(ops->name))
-        return reject(b, "missing or invalid backend name%s", NULL);
+    if (ops->size < HP_BACKEND_OPS_SIZE_V2_MIN) {
+        char v[96];
+        snprintf(v, sizeof(v), "%u bytes, at least %u", ops->size,
+                 (unsigned)HP_BACKEND_OPS_SIZE_V2_MIN);
+        return reject(b, "descriptor too short (size field below the mandatory ops: %s)", v);
+    }
+    const char *bad_name = invalid_name(ops->name);
+    if (bad_name)
+        return reject(b, "missing or invalid backend name: %s", bad_name);
     snprintf(b->name, sizeof(b->name), "%s", ops->name);
     if (!ops->probe || !ops->map || !ops->unmap)
         return reject(b, "mandatory op missing (probe, map and unmap are required)%s", NULL);
-    if (hp_backend_by_name(&core, ops->name))
-        return reject(b, "duplicate backend name \"%s\"", ops->name);
+    if (ops->kind > HP_KIND_BASE) {
+        char v[32];
+        snprintf(v, sizeof(v), "%u", ops->kind);
+        return reject(b, "unknown kind %s (enum hp_backend_kind is 0 to 4)", v);
+    }
+    if (!from_builtin_dir && is_builtin_name(ops->name)) {
+        char v[256];
+        snprintf(v, sizeof(v), "\"%s\" is reserved for the built-in backend (from %.150s, or "
+                 "compiled into libhp)", ops->name, hp_options()->backend_dir);
+        return reject(b, "the name %s; a plugin elsewhere may not take it", v);
+    }
+    struct hp_backend *winner = hp_backend_by_name(&core, ops->name);
+    if (winner) {
+        char v[320];
+        snprintf(v, sizeof(v), "\"%s\": %.200s provides it already (the first file found wins)",
+                 ops->name, winner->path ? winner->path : "?");
+        return reject(b, "duplicate backend name %s", v);
+    }
     b->ops = ops;
     b->kind = ops->kind;
+    copy_description(b->description, sizeof(b->description), ops->description);
     int (*init)(const struct hp_host *, void **) = HP_OP(ops, init);
     if (init) {
         hp_log("loader: init %s (%s)", b->path ? b->path : "?", b->name);
@@ -285,7 +356,7 @@ static int load_fd(struct hp_backend *b)
     return 0;
 }
 
-static int load_plugin(int dirfd, const char *dir, const char *file)
+static int load_plugin(int dirfd, const char *dir, const char *file, int builtin_dir)
 {
     char *path = join_path(dir, file);
     if (!path) {
@@ -312,7 +383,7 @@ static int load_plugin(int dirfd, const char *dir, const char *file)
                       HP_BACKEND_ENTRY_NAME);
     if (!entry)
         return reject(b, "missing entry symbol %s", HP_BACKEND_ENTRY_NAME);
-    return adopt(b, entry(&core.host));
+    return adopt(b, entry(&core.host), builtin_dir);
 }
 
 static int by_name(const void *a, const void *b)
@@ -351,20 +422,10 @@ static char **list_plugins(DIR *d, size_t *n_out)
     return names;
 }
 
-static void scan_dir(const char *dir)
+/* Load every plugin of the trusted directory open at fd (taken over),
+ * named dir in messages, in byte order of the file names. */
+static void scan_fd(int fd, const char *dir, int builtin_dir)
 {
-    char why[512];
-    int fd = hp_trust_open_dir(dir, why, sizeof(why));
-    if (fd == -ENOENT) {
-        hp_log("loader: no backend directory %s (%s); built-in backend only", dir, why);
-        return;
-    }
-    if (fd < 0) {
-        char reason[600];
-        snprintf(reason, sizeof(reason), "untrusted backend directory: %s", why);
-        add_rejected(strdup(dir), "", reason);
-        return;
-    }
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
@@ -373,11 +434,86 @@ static void scan_dir(const char *dir)
     size_t n;
     char **names = list_plugins(d, &n);
     for (size_t i = 0; i < n; i++) {
-        load_plugin(dirfd(d), dir, names[i]);
+        load_plugin(dirfd(d), dir, names[i], builtin_dir);
         free(names[i]);
     }
     free(names);
     closedir(d);
+}
+
+/* Open the directory dir for scanning; -1 if it cannot be (listed as
+ * rejected with the reason, or only logged for a missing HP_BACKEND_DIR:
+ * a system without plugins installed is normal). */
+static int open_dir(const char *dir, const char *var, int builtin_dir)
+{
+    char why[512], reason[700];
+    int fd = hp_trust_open_dir(dir, why, sizeof(why));
+    if (fd >= 0)
+        return fd;
+    if (fd == -ENOENT && builtin_dir) {
+        hp_log("loader: no backend directory %s (%s)", dir, why);
+        return -1;
+    }
+    if (fd == -ENOENT)
+        snprintf(reason, sizeof(reason), "%s entry does not exist: %s", var, why);
+    else
+        snprintf(reason, sizeof(reason), "untrusted backend directory: %s", why);
+    add_rejected(strdup(dir), "", reason);
+    return -1;
+}
+
+struct dir_id {
+    dev_t dev;
+    ino_t ino;
+};
+
+/* 1 if the directory open at fd is one of ids[0..n); else adds it. */
+static int seen_dir(int fd, struct dir_id *ids, size_t *n)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return 0;
+    for (size_t i = 0; i < *n; i++)
+        if (ids[i].dev == st.st_dev && ids[i].ino == st.st_ino)
+            return 1;
+    ids[(*n)++] = (struct dir_id){st.st_dev, st.st_ino};
+    return 0;
+}
+
+/* The directories of HP_BACKEND_PATH in their order, then HP_BACKEND_DIR.
+ * Each directory is read once: an entry listed twice at its first place,
+ * HP_BACKEND_DIR (even when HP_BACKEND_PATH lists it too) last. */
+static void scan_dirs(const struct hp_options *o)
+{
+    struct dir_id *ids = calloc(o->n_backend_path + 1, sizeof(*ids));
+    size_t n_ids = 0;
+    if (!ids) {
+        hp_log("loader: out of memory, no plugin loaded");
+        return;
+    }
+    int builtin_fd = open_dir(o->backend_dir, "HP_BACKEND_DIR", 1);
+    if (builtin_fd >= 0)
+        seen_dir(builtin_fd, ids, &n_ids);
+    const char *p = o->backend_path;
+    for (unsigned i = 0; p && i < o->n_backend_path; i++) {
+        size_t len = strcspn(p, ":");
+        char *dir = strndup(p, len);
+        p += len + (p[len] == ':');
+        if (!dir)
+            continue;
+        int fd = open_dir(dir, "HP_BACKEND_PATH", 0);
+        if (fd >= 0 && seen_dir(fd, ids, &n_ids)) {
+            hp_log("loader: %s is listed already (or is HP_BACKEND_DIR, read last): read once",
+                   dir);
+            close(fd);
+        } else if (fd >= 0) {
+            scan_fd(fd, dir, 0);
+        }
+        free(dir);
+    }
+    if (builtin_fd >= 0)
+        scan_fd(builtin_fd, o->backend_dir, 1);
+    free(ids);
 }
 
 /* A fork while another thread re-probes would leave that backend's
@@ -405,11 +541,16 @@ static void load_all(void)
         core.init_error = o->error;
         snprintf(core.init_detail, sizeof(core.init_detail), "%s", o->error_detail);
     }
-    scan_dir(o->backend_path);
+    fallback_ops = hp_builtin_backend(&core.host);
+    /* A bad variable fails every call; loading plugins anyway would show a
+     * list (hpctl status) that no call can use. */
+    if (o->error == HP_OK)
+        scan_dirs(o);
+    else
+        hp_log("loader: no plugin loaded: %s", o->error_detail);
     /* The base-page backend is always there, even with no plugin directory. */
-    const struct hp_backend_ops *builtin = hp_builtin_backend(&core.host);
-    if (!hp_backend_by_name(&core, builtin->name))
-        adopt(scratch(strdup("builtin")), builtin);
+    if (!hp_backend_by_name(&core, fallback_ops->name))
+        adopt(scratch(strdup("builtin")), fallback_ops, 1);
     /* HP_BACKENDS must name backends that exist (loaded or rejected). */
     for (unsigned pass = 0; pass < 2 && core.init_error == HP_OK; pass++) {
         unsigned n = pass ? o->n_never : o->n_only;

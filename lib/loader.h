@@ -1,9 +1,9 @@
 /*
- * The backend table: every backend that loaded (plugins found in the backend
- * directory, and the backend built into the core unless a plugin of the same
- * name loaded), in load order; loaded once (pthread_once) on first use. Files the
- * loader refused are kept apart, with their reason, for introspection: they
- * never take a slot of the table.
+ * The backend table: every backend that loaded (plugins found in the
+ * directories of HP_BACKEND_PATH, then in HP_BACKEND_DIR, and last the
+ * fallback built into the core), in load order; loaded once (pthread_once)
+ * on first use. Files the loader refused are kept apart, with their reason,
+ * for introspection: they never take a slot of the table.
  */
 #ifndef HP_LIB_LOADER_H
 #define HP_LIB_LOADER_H
@@ -17,6 +17,14 @@
  * that is refused with a reason and a log line, never skipped silently. */
 #define HP_MAX_BACKENDS 32
 
+/* Longest backend name (hp/backend.h: 1 to 31 characters of [a-z0-9_-]). */
+#define HP_BACKEND_NAME_MAX 31
+
+/* The shortest descriptor of backend ABI 2: up to and including unmap, the
+ * last mandatory op (x86-64 and every LP64 target). Optional ops past
+ * ops->size read as NULL (HP_OP). */
+#define HP_BACKEND_OPS_SIZE_V2_MIN 72u
+
 struct hp_backend {
     char name[32];
     char *path;                         /* the file as the directory lists it, or "builtin" */
@@ -27,6 +35,7 @@ struct hp_backend {
     int fd;                             /* the plugin file, open while it is loaded
                                            (its dlopen name is /proc/self/fd/N); -1 */
     uint32_t kind;
+    char description[128];              /* ops->description, printable ASCII, "" if NULL */
     int deferred;                       /* HP_KIND_OTHER not named yet: probe never
                                            called (guarded by caps_lock) */
     pthread_mutex_t caps_lock;          /* guards caps during re-probe */

@@ -58,11 +58,62 @@ static int parse_abs_dir(const char *name, const char *v, const char **slot, siz
     return 0;
 }
 
-/* The loader builds file names on the heap and opens the directory one
+/* The loader builds file names on the heap and opens each directory one
  * component at a time, so any path the kernel accepts will do. */
+static int parse_backend_dir(const char *name, const char *v, struct hp_options *o)
+{
+    return parse_abs_dir(name, v, &o->backend_dir, PATH_MAX - 1, o);
+}
+
+/* 1 if the path p[0..len) has a ".." component. */
+static int has_dotdot(const char *p, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        size_t c = 0;
+        while (i + c < len && p[i + c] != '/')
+            c++;
+        if (c == 2 && p[i] == '.' && p[i + 1] == '.')
+            return 1;
+        i += c + 1;
+    }
+    return 0;
+}
+
+/* A colon-separated list of absolute directories. An empty or relative
+ * entry is an error, not ignored: a program that silently lost its plugin
+ * directory would fall back to other backends without saying why. */
 static int parse_backend_path(const char *name, const char *v, struct hp_options *o)
 {
-    return parse_abs_dir(name, v, &o->backend_path, PATH_MAX - 1, o);
+    static const char accepted[] = "colon-separated absolute directory paths, each up to 4095 "
+                                   "bytes, no empty entry";
+    unsigned n = 0;
+    for (const char *p = v;; n++) {
+        size_t len = strcspn(p, ":");
+        const char *why = NULL;
+        if (len == 0)
+            why = "is empty";
+        else if (p[0] != '/')
+            why = "is not an absolute path";
+        else if (len > PATH_MAX - 1)
+            why = "is longer than 4095 bytes";
+        else if (memchr(p, '\n', len))
+            why = "holds a newline";
+        else if (has_dotdot(p, len))
+            why = "has a \"..\" component";
+        if (why) {
+            o->error = HP_EENV;
+            snprintf(o->error_detail, sizeof(o->error_detail),
+                     "%s=\"%.80s\" is invalid: entry %u (\"%.*s\") %s; accepted: %s", name, v,
+                     n + 1, (int)(len < 60 ? len : 60), p, why, accepted);
+            return -1;
+        }
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    o->backend_path = v;
+    o->n_backend_path = n + 1;
+    return 0;
 }
 
 static int parse_sysfs_root(const char *name, const char *v, struct hp_options *o)
@@ -215,8 +266,9 @@ static uint64_t default_cache_max(void)
 
 static const struct option_def defs[] = {
     {"HP_DEBUG", parse_debug, "0/1", "log loader decisions and errors to stderr"},
-    {"HP_BACKEND_PATH", parse_backend_path, "absolute dir",
-     "directory of backend plugins (ignored in setuid programs)"},
+    {"HP_BACKEND_PATH", parse_backend_path, "dir:dir:...",
+     "directories of backend plugins, searched in order before HP_BACKEND_DIR (ignored in "
+     "setuid programs)"},
     {"HP_BACKENDS", parse_backends, "list",
      "backends to use, in order (names as hpctl status lists them, comma-separated); "
      "\"-name\" excludes one"},
@@ -231,12 +283,15 @@ static const struct option_def defs[] = {
     {"HP_CACHE_POOL_IDLE_MS", parse_cache_pool_idle, "ms",
      "cached hugetlb pool pages idle this long go back to the pool (default 1000; 0 = only "
      "the limit)"},
+    {"HP_BACKEND_DIR", parse_backend_dir, "absolute dir",
+     "directory of the built-in backends, searched last (default " HP_BACKEND_DIR "; set it "
+     "only to run an uninstalled build; ignored in setuid programs)"},
 };
 
 void hp_options_parse_into(struct hp_options *o, char *(*get)(const char *name))
 {
     memset(o, 0, sizeof(*o));
-    o->backend_path = HP_BACKEND_DIR;
+    o->backend_dir = HP_BACKEND_DIR;
     o->cache_max = default_cache_max();
     o->cache_idle_ms = 10000;
     o->cache_pool_idle_ms = 1000;

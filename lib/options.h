@@ -13,7 +13,13 @@
 
 struct hp_options {
     int debug;                          /* HP_DEBUG */
-    const char *backend_path;           /* HP_BACKEND_PATH or the compiled-in dir */
+    /* HP_BACKEND_PATH: n_backend_path absolute directories separated by
+     * ':', searched first; NULL (0) if unset. */
+    const char *backend_path;
+    unsigned n_backend_path;
+    /* HP_BACKEND_DIR or the compiled-in directory of the built-ins, searched
+     * last; the only directory that may provide a built-in's name. */
+    const char *backend_dir;
     const char *sysfs_root;             /* HP_SYSFS_ROOT (test root), NULL if unset */
     /* HP_BACKENDS: names to use, in order (n_only == 0: policy order), and
      * names never to use. */

@@ -1,4 +1,5 @@
 /* hp_stack_*: validation, the mode plan, the two mapping layouts, threads. */
+#include "abi_sizes.h"
 #include "hp/stack.h"
 #include "hp/errors.h"
 #include "error.h"
@@ -288,7 +289,7 @@ static int32_t check_flags(uint64_t flags)
 
 static int32_t check_request(size_t size, const struct hp_stack_opts *opts, uint64_t *guard)
 {
-    const size_t min_opts = offsetof(struct hp_stack_opts, guard_size) + sizeof(opts->guard_size);
+    const size_t min_opts = HP_STACK_OPTS_SIZE_V1_0;
     if (opts->size < min_opts)
         return hp_fail(HP_EINVAL, "opts->size is %u, expected at least %zu", opts->size,
                        min_opts);
@@ -480,7 +481,7 @@ static int64_t resident_bytes(const void *addr, uint64_t len)
 
 HP_EXTERN(int32_t) hp_stack_get_info(const struct hp_stack *s, struct hp_stack_info *info)
 {
-    const size_t min_info = offsetof(struct hp_stack_info, huge_bytes) + sizeof(info->huge_bytes);
+    const size_t min_info = HP_STACK_INFO_SIZE_V1_0;
     if (!info)
         return hp_fail(HP_EINVAL, "hp_stack_get_info: info is NULL");
     if (info->size < min_info)

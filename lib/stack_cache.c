@@ -1,4 +1,5 @@
 /* The stack handle table and the cache of released stacks (lib/stack.h). */
+#include "abi_sizes.h"
 #include "stack.h"
 #include "cache.h"
 #include "hp/errors.h"
@@ -441,8 +442,7 @@ void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags)
 
 HP_EXTERN(int32_t) hp_stack_cache_configure(const struct hp_stack_cache_config *cfg)
 {
-    const size_t min_cfg = offsetof(struct hp_stack_cache_config, keep_bytes) +
-                           sizeof(cfg->keep_bytes);
+    const size_t min_cfg = HP_STACK_CACHE_CONFIG_SIZE_V1_0;
     if (!cfg)
         return hp_fail(HP_EINVAL, "hp_stack_cache_configure: cfg is NULL");
     if (cfg->size < min_cfg)
@@ -464,8 +464,7 @@ HP_EXTERN(int32_t) hp_stack_cache_configure(const struct hp_stack_cache_config *
 
 HP_EXTERN(int32_t) hp_stack_cache_get_stats(struct hp_stack_cache_stats *stats)
 {
-    const size_t min_stats = offsetof(struct hp_stack_cache_stats, evictions) +
-                             sizeof(stats->evictions);
+    const size_t min_stats = HP_STACK_CACHE_STATS_SIZE_V1_0;
     if (!stats)
         return hp_fail(HP_EINVAL, "hp_stack_cache_get_stats: stats is NULL");
     if (stats->size < min_stats)

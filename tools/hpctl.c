@@ -42,6 +42,7 @@ static void print_backends(int json)
             printf("%-12s %-5s %-8s %-18s %s\n", bi.name[0] ? bi.name : "?",
                    bi.available ? "yes" : "no", kind_name(bi.kind), sizes[0] ? sizes : "-",
                    bi.reason);
+            printf("%-12s %s%s%s\n", "", bi.path, bi.description[0] ? ": " : "", bi.description);
             continue;
         }
         printf("    {\"name\": ");
@@ -49,6 +50,8 @@ static void print_backends(int json)
         printf(", \"available\": %s, \"kind\": \"%s\", \"path\": ", bi.available ? "true" : "false",
                kind_name(bi.kind));
         json_string(bi.path);
+        printf(", \"description\": ");
+        json_string(bi.description);
         printf(", \"reason\": ");
         json_string(bi.reason);
         printf(", \"page_sizes\": [");
@@ -123,6 +126,28 @@ static void print_pools(int json)
     printf(json ? "\n  ]\n" : "");
 }
 
+/* A bad HP_* variable makes every libhp call fail (HP_EENV) and no plugin
+ * loads: say so first, so that the list below is not mistaken for what an
+ * allocation would use. */
+static int32_t print_init_error(int json)
+{
+    int32_t rc = hp_reprobe();
+    if (json) {
+        printf("  \"error\": ");
+        if (rc == HP_OK) {
+            printf("null,\n");
+        } else {
+            printf("{\"code\": \"%s\", \"detail\": ", hp_error_name(rc));
+            json_string(hp_last_error_detail());
+            printf("},\n");
+        }
+    } else if (rc != HP_OK) {
+        printf("error: %s: %s\nEvery libhp call fails until this is fixed.\n\n",
+               hp_error_name(rc), hp_last_error_detail());
+    }
+    return rc;
+}
+
 static int cmd_status(int json)
 {
     if (json)
@@ -130,12 +155,13 @@ static int cmd_status(int json)
                HPCTL_SCHEMA, hp_version_string());
     else
         printf("libhp %s\n\n", hp_version_string());
+    int32_t rc = print_init_error(json);
     print_backends(json);
     print_thp(json);
     print_pools(json);
     if (json)
         printf("}\n");
-    return 0;
+    return rc == HP_OK ? HPCTL_OK : HPCTL_FAIL;
 }
 
 static int usage(void);

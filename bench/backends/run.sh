@@ -22,7 +22,7 @@ build=$(cd "$build" && pwd) || exit 1
 [ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (hugetlb pools, THP knobs)" >&2; exit 1; }
 exe=$build/bench/backends/bench_backends
 ninja -C "$build" bench/backends/bench_backends >/dev/null || exit 1
-export HP_BACKEND_PATH=$build/backends
+export HP_BACKEND_DIR=$build/backends
 
 knobs() {
   ls /sys/kernel/mm/hugepages/hugepages-*/nr_hugepages \

@@ -28,14 +28,14 @@ SCRUB = ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES", "MIMALLOC_LARGE_OS_PAGES
 
 def configs(build, proto):
     hpm = os.path.join(build, "lib/malloc/libhp-malloc.so")
-    hp_env = {"LD_PRELOAD": hpm, "HP_BACKEND_PATH": os.path.join(build, "backends")}
+    hp_env = {"LD_PRELOAD": hpm, "HP_BACKEND_DIR": os.path.join(build, "backends")}
     rows = [("libhp-malloc", hp_env)]
     if proto:
         rows.append(("jemalloc + libhp extent hooks (prototype)",
                      {"LD_PRELOAD": os.path.join(build, "bench/malloc/proto_jemalloc.so") +
                       ":" + LIBDIR + "/libjemalloc.so.2",
                       "MALLOC_CONF": "oversize_threshold:0",
-                      "HP_BACKEND_PATH": os.path.join(build, "backends")}))
+                      "HP_BACKEND_DIR": os.path.join(build, "backends")}))
     rows += [
         ("glibc", {}),
         ("glibc hugetlb=1 (THP)", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}),

@@ -73,7 +73,7 @@ def run(config, workload, size):
         [str(REPO / "bindings/python"), str(REPO / "build/bindings/python"),
          env.get("PYTHONPATH", "")])
     env.setdefault("HP_LIBRARY", str(REPO / "build/lib/libhp.so.1"))
-    env.setdefault("HP_BACKEND_PATH", str(REPO / "build/backends"))
+    env.setdefault("HP_BACKEND_DIR", str(REPO / "build/backends"))
     if config in BACKENDS:
         env["HP_BACKENDS"] = BACKENDS[config]
     proc = subprocess.run([sys.executable, str(HERE / "worker.py"), config, workload, str(size)],

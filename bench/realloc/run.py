@@ -27,7 +27,7 @@ LIBDIR = "/usr/lib/x86_64-linux-gnu"
 def configs(build, thp_row, idle_row=False):
     libc = os.path.join(build, "bench/realloc/realloc_loop_libc")
     hp = os.path.join(build, "bench/realloc/realloc_loop_hp")
-    hp_env = {"HP_BACKEND_PATH": os.path.join(build, "backends")}
+    hp_env = {"HP_BACKEND_DIR": os.path.join(build, "backends")}
     rows = [
         ("libhp", hp, [], hp_env),
         ("libhp, zero-filled", hp, ["zero"], hp_env),

@@ -12,7 +12,7 @@ src=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd) || exit 1
 rounds=${2:-5}
 cargo=$(command -v cargo || echo "${HOME:-/root}/.cargo/bin/cargo")
-export PKG_CONFIG_PATH=$build/meson-uninstalled HP_BACKEND_PATH=$build/backends
+export PKG_CONFIG_PATH=$build/meson-uninstalled HP_BACKEND_DIR=$build/backends
 export CARGO_TARGET_DIR=$build/rust-bench-target
 export RUSTFLAGS="-C link-arg=-Wl,-rpath,$build/lib"
 "$cargo" build --release --offline -q --manifest-path "$here/Cargo.toml" || exit 1

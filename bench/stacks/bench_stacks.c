@@ -359,7 +359,7 @@ int main(int argc, char **argv)
         return 2;
     }
 #ifdef BENCH_BACKEND_DIR
-    setenv("HP_BACKEND_PATH", BENCH_BACKEND_DIR, 0);  /* this build's plugins */
+    setenv("HP_BACKEND_DIR", BENCH_BACKEND_DIR, 0);  /* this build's plugins */
 #endif
     shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared == MAP_FAILED)

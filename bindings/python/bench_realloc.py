@@ -13,7 +13,7 @@ bytearray grown by PyByteArray_Resize (glibc realloc underneath, the same
 contract). Both fill with ctypes.memset, so the loop overhead is equal and
 small. Rounds alternate between the two; the medians are printed.
 
-    HP_LIBRARY=$PWD/build/lib/libhp.so.1 HP_BACKEND_PATH=$PWD/build/backends \
+    HP_LIBRARY=$PWD/build/lib/libhp.so.1 HP_BACKEND_DIR=$PWD/build/backends \
     PYTHONPATH=bindings/python python3 bindings/python/bench_realloc.py --rounds 3
 """
 

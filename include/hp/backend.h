@@ -20,8 +20,8 @@
  * hp/stack.h, do not go through backends yet; the align and guard of
  * struct hp_map_request are there for them.)
  *
- * A plugin is a shared object in the backend directory
- * (`pkg-config --variable=backenddir libhp`, or HP_BACKEND_PATH). It must not
+ * A plugin is a shared object in a directory of HP_BACKEND_PATH or in the
+ * built-ins' directory (`pkg-config --variable=backenddir libhp`). It must not
  * link against libhp: everything it needs from the core — logging, the error
  * detail of the current call, and the OS calls (so that tests can inject
  * faults) — arrives in the struct hp_host passed to its entry point. It
@@ -35,9 +35,22 @@
  * it, up to "/", obey the same owner and write rules (sticky bit or not).
  * The loader opens the file with O_NOFOLLOW, checks the open descriptor,
  * and dlopens that descriptor (/proc/self/fd/N, so /proc must be mounted):
- * constructors run only in files that passed. Files load in byte order of
- * their names; at most 31 plugins load, a file past that is refused with a
- * reason, and the built-in fallback always has a slot of its own.
+ * constructors run only in files that passed. Order: the directories of
+ * HP_BACKEND_PATH (a colon-separated list of absolute paths) in list order,
+ * then the built-ins' directory (HP_BACKEND_DIR, default the installed
+ * one), always searched, last; within each, files in byte order of name.
+ * The first file that provides a name wins; a later one is rejected with a
+ * reason naming the winner. The built-in names (hugetlbfs, thp-madvise,
+ * anon-orders, fallback) are reserved: only files of the built-ins'
+ * directory may provide them, and without one there the fallback compiled
+ * into libhp serves "fallback". At most 31 plugins load, a file past that
+ * is refused with a reason, and the fallback always has a slot of its own.
+ * Rejected files never take a slot and are all listed, with the reason
+ * (hp_backend_get, hpctl status, HP_DEBUG).
+ *
+ * Kinds: HP_KIND_HUGETLB, _THP, _MTHP and _BASE are chosen automatically
+ * by the selection tiers; HP_KIND_OTHER only when a request or HP_BACKENDS
+ * names it; any other value is rejected at load.
  *
  * The core serialises nothing for the plugin: map, unmap, remap, advise,
  * huge_bytes and query are called concurrently from many threads and must be
@@ -47,7 +60,9 @@
  * could use the backend when it sets HP_CAPS_REPROBE (at most every
  * 100 ms), and on hp_reprobe(); calls are serialised per backend. Under
  * HP_DEBUG=1 the core logs "probing <file> (<name>)" before each call to
- * probe, and "loading <file>" before dlopen runs the plugin's constructors.
+ * probe, and "loading <file>" before dlopen runs the plugin's constructors:
+ * a probe that crashes takes the process down (libhp catches no signal),
+ * and that log's last line names the file.
  * Every op returns HP_OK or a negative hp_error code and may call
  * host->set_detail to explain a failure; the detail reaches the application
  * as hp_last_error_detail() of the call that failed.
@@ -298,10 +313,10 @@ struct hp_block_query {
  */
 struct hp_backend_ops {
     uint32_t abi_version;        /* HP_BACKEND_ABI_VERSION */
-    uint32_t size;               /* sizeof(struct hp_backend_ops) */
-    const char *name;            /* unique, [a-z0-9-], < 32 chars */
-    const char *description;
-    uint32_t kind;               /* enum hp_backend_kind */
+    uint32_t size;               /* sizeof(struct hp_backend_ops); at least up to unmap */
+    const char *name;            /* unique, 1 to 31 chars of [a-z0-9_-] */
+    const char *description;     /* one line, printable ASCII; may be NULL */
+    uint32_t kind;               /* enum hp_backend_kind, 0 to 4 */
     uint32_t reserved;
     /* Optional; see LIFETIME OF self above. */
     int (*init)(const struct hp_host *host, void **self);

@@ -2,9 +2,11 @@
  * libhp — which backends exist on this machine and what they can do.
  *
  * The list holds every backend libhp found: first the backends that loaded
- * (plugins in load order, and the built-in fallback unless a plugin named
- * "fallback" loaded), then every file or directory the loader rejected,
- * with the reason (no limit). It is fixed after initialisation.
+ * (plugins in load order — the directories of HP_BACKEND_PATH in order, then
+ * the built-ins' directory, files in byte order of name within each — and
+ * last the fallback built into libhp), then every file or directory the
+ * loader rejected, with the reason (no limit). It is fixed after
+ * initialisation.
  */
 #ifndef HP_INTROSPECT_H
 #define HP_INTROSPECT_H
@@ -36,8 +38,12 @@ struct hp_backend_info {
     uint64_t page_sizes[HP_MAX_PAGE_SIZES];  /* ascending, bytes */
     uint64_t pool_free[HP_MAX_PAGE_SIZES];   /* pages free in a pool for that
                                                 size, UINT64_MAX if unpooled */
+    /* Since 1.1 (filled only when size reaches it): */
+    char description[128];         /* the plugin's own description, printable
+                                      ASCII, cut to 127 bytes; "" if it gave none
+                                      or the file was rejected */
 };
-#define HP_BACKEND_INFO_INIT {sizeof(struct hp_backend_info), 0, 0, 0, {0}, {0}, {0}, {0}, {0}}
+#define HP_BACKEND_INFO_INIT {sizeof(struct hp_backend_info), 0, 0, 0, {0}, {0}, {0}, {0}, {0}, {0}}
 
 /* Number of entries in the backend list (>= 1). Thread-safe. */
 HP_EXTERN(int32_t) hp_backend_count(void);

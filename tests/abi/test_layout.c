@@ -33,7 +33,7 @@ static const struct pin pins[] = {
     SIZE(hp_backend_info), OFF(hp_backend_info, size), OFF(hp_backend_info, available),
     OFF(hp_backend_info, kind), OFF(hp_backend_info, n_page_sizes), OFF(hp_backend_info, name),
     OFF(hp_backend_info, path), OFF(hp_backend_info, reason), OFF(hp_backend_info, page_sizes),
-    OFF(hp_backend_info, pool_free),
+    OFF(hp_backend_info, pool_free), OFF(hp_backend_info, description),
     /* the plugin contract */
     SIZE(hp_host), OFF(hp_host, abi_version), OFF(hp_host, size), OFF(hp_host, log),
     OFF(hp_host, set_detail), OFF(hp_host, os_map), OFF(hp_host, os_unmap),

@@ -61,7 +61,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(hp_valid_backend_name(o.only[i]));
     for (unsigned i = 0; i < o.n_never; i++)
         FUZZ_CHECK(hp_valid_backend_name(o.never[i]));
-    FUZZ_CHECK(o.backend_path && o.backend_path[0] == '/');
+    FUZZ_CHECK(o.backend_dir && o.backend_dir[0] == '/');
+    /* HP_BACKEND_PATH: n_backend_path non-empty absolute entries, or unset. */
+    FUZZ_CHECK(!o.backend_path == !o.n_backend_path);
+    for (const char *e = o.backend_path; e; e = strchr(e, ':') ? strchr(e, ':') + 1 : NULL)
+        FUZZ_CHECK(e[0] == '/');
     FUZZ_CHECK(!o.sysfs_root || o.sysfs_root[0] == '/');
 
     for (unsigned i = 0; i < n_pieces; i++) {

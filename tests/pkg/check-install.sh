@@ -41,7 +41,7 @@ else
   n=$((n + 1)); echo "ok $n - man pages # SKIP scdoc or man missing"
 fi
 
-export LD_LIBRARY_PATH=$libdir HP_BACKEND_PATH=$backenddir
+export LD_LIBRARY_PATH=$libdir HP_BACKEND_DIR=$backenddir
 check "consumer compiles with cc \$(pkg-config --cflags --libs libhp)" \
   sh -c "cc -std=c11 -Wall -Werror '$src/examples/plugin/consumer.c' \$(pkg-config --cflags --libs libhp) -o '$root/consumer'"
 check "consumer runs" "$root/consumer"
@@ -50,14 +50,14 @@ check "installed hpctl status --json lists the four backends" \
 
 # The plugin author's path: installed header + pkg-config, nothing else.
 # examples/plugin/numa_local.c is built the way its README says, put in a
-# trusted directory of its own on HP_BACKEND_PATH (with the built-ins, which
-# must keep working next to it), and used by an application built the same
+# trusted directory of its own on HP_BACKEND_PATH (the built-ins keep loading
+# from their own directory, searched after it), and used by an application built the same
 # way (tests/pkg/plugin_user.c), which compares it with a built-in.
 cp "$src/examples/plugin/numa_local.c" "$src/examples/plugin/Makefile" "$root/"
 check "numa-local plugin builds out of tree: cc \$(pkg-config --cflags libhp) -shared -fPIC" \
   make -s -C "$root" CFLAGS="-O2 -Wall -Wextra -Werror" numa-local.so
 plugins=$root/plugins
-mkdir -m 755 "$plugins" && cp "$backenddir"/*.so "$root/numa-local.so" "$plugins/" &&
+mkdir -m 755 "$plugins" && cp "$root/numa-local.so" "$plugins/" &&
   chmod 644 "$plugins"/*.so
 check "the plugin directory is trusted: owned by us, not group/other writable" sh -c "
   test \"\$(stat -c '%u %a' '$plugins')\" = '$(id -u) 755' &&

@@ -52,8 +52,15 @@ static void environment_values(void **state)
     static const struct env_case cases[] = {
         {"HP_DEBUG", "maybe", "HP_DEBUG=\"maybe\" is invalid; accepted: 0, 1"},
         {"HP_DEBUG", "2", "HP_DEBUG"},
-        {"HP_BACKEND_PATH", "relative/dir", "HP_BACKEND_PATH=\"relative/dir\" is invalid; accepted: an absolute"},
-        {"HP_BACKEND_PATH", "/a/../etc", "HP_BACKEND_PATH"},
+        {"HP_BACKEND_PATH", "relative/dir", "HP_BACKEND_PATH=\"relative/dir\" is invalid: entry 1 "
+         "(\"relative/dir\") is not an absolute path; accepted: colon-separated absolute"},
+        {"HP_BACKEND_PATH", "/a/../etc", "entry 1 (\"/a/../etc\") has a \"..\" component"},
+        {"HP_BACKEND_PATH", "/opt/hp:plugins", "entry 2 (\"plugins\") is not an absolute path"},
+        {"HP_BACKEND_PATH", "/opt/hp::/usr/hp", "entry 2 (\"\") is empty"},
+        {"HP_BACKEND_PATH", ":/opt/hp", "entry 1 (\"\") is empty"},
+        {"HP_BACKEND_PATH", "/opt/hp:", "entry 2 (\"\") is empty"},
+        {"HP_BACKEND_PATH", "", "entry 1 (\"\") is empty"},
+        {"HP_BACKEND_DIR", "build/backends", "HP_BACKEND_DIR=\"build/backends\" is invalid"},
         {"HP_BACKENDS", "", "HP_BACKENDS"},
         {"HP_BACKENDS", "Fallback", "HP_BACKENDS"},
         {"HP_BACKENDS", "fallback,,thp-madvise", "HP_BACKENDS"},
@@ -69,6 +76,8 @@ static void environment_values(void **state)
         {"HP_BACKENDS", "thp-madvise,fallback", NULL},
         {"HP_BACKENDS", "-hugetlbfs,-anon-orders", NULL},
         {"HP_BACKEND_PATH", "/nonexistent", NULL},
+        {"HP_BACKEND_PATH", "/nonexistent:/also/nonexistent", NULL},
+        {"HP_BACKEND_DIR", "/nonexistent", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         int rc = run_in_child(child_env, (void *)&cases[i]);
@@ -93,7 +102,7 @@ static void backend_path_length(void **state)
     long_path[0] = '/';
     memset(long_path + 1, 'a', 4150);
     long_path[4151] = '\0';
-    struct env_case refused = {"HP_BACKEND_PATH", long_path, "up to 4095 bytes"};
+    struct env_case refused = {"HP_BACKEND_PATH", long_path, "is longer than 4095 bytes"};
     assert_int_equal(run_in_child(child_env, &refused), 0);
     free(long_path);
 }

@@ -89,6 +89,13 @@ static int find(const char *name, const char *file, struct hp_backend_info *out)
     return 0;
 }
 
+/* 1 if path is a file directly in dir. */
+static int in_dir(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return !strncmp(path, dir, n) && path[n] == '/' && !strchr(path + n + 1, '/');
+}
+
 static int expect_rejected(const char *file, const char *why)
 {
     struct hp_backend_info bi;
@@ -99,6 +106,8 @@ static int expect_rejected(const char *file, const char *why)
     fprintf(stderr, "# %s: %s\n", file, bi.reason);
     return !bi.available && strstr(bi.reason, "rejected") && strstr(bi.reason, why);
 }
+
+static int index_of_path(const char *path);
 
 static int child_all_fixtures(void *dir)
 {
@@ -119,17 +128,24 @@ static int child_all_fixtures(void *dir)
                                 "is not a power of two"));
     CHILD_CHECK(expect_rejected("fx_null_entry.so", "returned NULL"));
     CHILD_CHECK(expect_rejected("fx_bad_name.so", "invalid backend name"));
-    CHILD_CHECK(expect_rejected("fx_zz_duplicate.so", "duplicate backend name"));
+    CHILD_CHECK(expect_rejected("fx_zz_duplicate.so", "duplicate backend name \"fixture-good\": "));
+    CHILD_CHECK(expect_rejected("fx_zz_duplicate.so", "/fx_good.so provides it already"));
     CHILD_CHECK(expect_rejected("fx_v1_only.so", "built for backend ABI 1; this libhp loads "
                                 "ABI 2 (hp_backend_entry_v2)"));
     CHILD_CHECK(expect_rejected("fx_init_fails.so", "init failed: HP_ENOTSUP: no widget device "
                                 "(/dev/widget missing)"));
-    /* ... and everything else keeps working. */
+    /* ... and everything else keeps working: the built-ins from their own
+     * directory (the copies beside the fixtures are refused their names). */
     struct hp_backend_info bi;
-    CHILD_CHECK(find("fallback", NULL, &bi) && bi.available && strstr(bi.path, "fallback.so"));
-    CHILD_CHECK(find("thp-madvise", NULL, &bi));
-    CHILD_CHECK(find("hugetlbfs", NULL, &bi));
-    CHILD_CHECK(find("anon-orders", NULL, &bi));
+    CHILD_CHECK(find("fallback", NULL, &bi) && bi.available && in_dir(bi.path, backend_dir));
+    CHILD_CHECK(find("thp-madvise", NULL, &bi) && in_dir(bi.path, backend_dir));
+    CHILD_CHECK(find("hugetlbfs", NULL, &bi) && in_dir(bi.path, backend_dir));
+    CHILD_CHECK(find("anon-orders", NULL, &bi) && in_dir(bi.path, backend_dir));
+    char copy[700];
+    snprintf(copy, sizeof(copy), "%s/thp-madvise.so", (const char *)dir);
+    struct hp_backend_info at = HP_BACKEND_INFO_INIT;
+    CHILD_CHECK(hp_backend_get((uint32_t)index_of_path(copy), &at) == HP_OK &&
+                strstr(at.reason, "is reserved for the built-in backend"));
     /* Third-party backends are probed only once named. */
     CHILD_CHECK(find("fixture-good", NULL, &bi) && !bi.available &&
                 strstr(bi.reason, "probed when named"));
@@ -404,7 +420,8 @@ static void misbehaving_plugin_results_are_refused(void **state)
 static int child_no_directory(void *unused)
 {
     (void)unused;
-    setenv("HP_BACKEND_PATH", "/nonexistent/hp-backends", 1);
+    unsetenv("HP_BACKEND_PATH");
+    setenv("HP_BACKEND_DIR", "/nonexistent/hp-backends", 1);
     CHILD_CHECK(hp_backend_count() == 1);
     struct hp_backend_info bi;
     CHILD_CHECK(find("fallback", NULL, &bi) && !strcmp(bi.path, "builtin") && bi.available);
@@ -430,7 +447,7 @@ static int child_untrusted_dir(void *dir)
         CHILD_CHECK(strcmp(bi.name, "fixture-good") != 0);
     }
     CHILD_CHECK(rejected);
-    CHILD_CHECK(find("fallback", NULL, &bi) && !strcmp(bi.path, "builtin"));
+    CHILD_CHECK(find("fallback", NULL, &bi) && bi.available);
     void *p = hp_alloc(4096, 0);
     CHILD_CHECK(p && hp_free(p) == HP_OK);
     return 0;
@@ -486,6 +503,14 @@ static void plugin_of_another_user_is_refused(void **state)
     assert_int_equal(chown(path, 65534, 65534), 0);
     assert_int_equal(run_in_child(child_foreign_owner, dir), 0);
     remove_dir(dir);
+}
+
+/* fixture_dir/file, in a static buffer. */
+static const char *fixture_path(const char *file)
+{
+    static char path[600];
+    snprintf(path, sizeof(path), "%s/%s", fixture_dir, file);
+    return path;
 }
 
 /* Copy one file under a new name, root's, 0755. */
@@ -563,7 +588,6 @@ static void debug_log_names_the_file_before_probing(void **state)
 {
     (void)state;
     char *dir = make_dir(0755);
-    copy_plugins(backend_dir, dir, 0755);
     copy_as(crash_base, dir, "crash.so");
     struct logged l = {.dir = dir};
     int rc = run_logged(&l);
@@ -573,9 +597,6 @@ static void debug_log_names_the_file_before_probing(void **state)
     char want[700];
     snprintf(want, sizeof(want), "libhp: loader: probing %s/crash.so (fixture-crash-base)", dir);
     assert_true(!strncmp(last, want, strlen(want)));
-    /* Every plugin's probe is announced the same way (anon-orders.so sorts first). */
-    snprintf(want, sizeof(want), "probing %s/anon-orders.so (anon-orders)", dir);
-    assert_non_null(strstr(l.log, want));
     remove_dir(dir);
 }
 
@@ -594,11 +615,223 @@ static void other_kind_probed_only_when_named(void **state)
     snprintf(probing, sizeof(probing), "probing %s/crash.so", dir);
     assert_null(strstr(l.log, probing));
     assert_non_null(strstr(l.log, "fixture-crash-other from"));
+    /* Every other plugin's probe is announced the same way. */
+    snprintf(probing, sizeof(probing), "probing %s/anon-orders.so (anon-orders)", backend_dir);
+    assert_non_null(strstr(l.log, probing));
     struct logged named = {.dir = dir, .name = "fixture-crash-other"};
     assert_int_equal(run_logged(&named), 128 + SIGSEGV);
     assert_non_null(strstr(last_line(named.log), "crash.so (fixture-crash-other)"));
     struct logged env = {.dir = dir, .backends = "fixture-crash-other,fallback"};
     assert_int_equal(run_logged(&env), 128 + SIGSEGV);
+    remove_dir(dir);
+}
+
+/* The path of fixture variant v (fixtures/meson.build), for copy_as. */
+static const char *variant(const char *v)
+{
+    static char path[8][600];
+    static unsigned next;
+    char *p = path[next++ % 8];
+    snprintf(p, sizeof(path[0]), "%s/fx_v_%s.lib", fixture_dir, v);
+    return p;
+}
+
+/* The index of the first list entry with this path, or -1. */
+static int index_of_path(const char *path)
+{
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        if (hp_backend_get((uint32_t)i, &bi) != HP_OK)
+            return -1;
+        if (!strcmp(bi.path, path))
+            return i;
+    }
+    return -1;
+}
+
+static int count_path(const char *path)
+{
+    int n = 0;
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        n += hp_backend_get((uint32_t)i, &bi) == HP_OK && !strcmp(bi.path, path);
+    }
+    return n;
+}
+
+struct takeover {
+    const char *dir;           /* HP_BACKEND_PATH */
+    const char *builtin_dir;   /* HP_BACKEND_DIR */
+    int core_fallback;         /* builtin_dir has no fallback.so */
+};
+
+static int child_takeover(void *arg)
+{
+    const struct takeover *t = arg;
+    setenv("HP_BACKEND_PATH", t->dir, 1);
+    setenv("HP_BACKEND_DIR", t->builtin_dir, 1);
+    char want[700];
+    snprintf(want, sizeof(want), "the name \"fallback\" is reserved for the built-in backend "
+             "(from %s, or compiled into libhp); a plugin elsewhere may not take it", t->builtin_dir);
+    CHILD_CHECK(expect_rejected("aa-fallback.so", want));
+    snprintf(want, sizeof(want), "the name \"thp-madvise\" is reserved for the built-in backend "
+             "(from %s, or compiled into libhp); a plugin elsewhere may not take it", t->builtin_dir);
+    CHILD_CHECK(expect_rejected("aa-thp.so", want));
+    struct hp_backend_info bi;
+    CHILD_CHECK(find("fallback", NULL, &bi) && bi.available &&
+                (t->core_fallback ? !strcmp(bi.path, "builtin") : in_dir(bi.path, t->builtin_dir)));
+    CHILD_CHECK(find("thp-madvise", NULL, &bi) && in_dir(bi.path, t->builtin_dir));
+    /* The in-core fallback serves small blocks... */
+    void *p = hp_alloc(4096, 0);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(p && hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fallback"));
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    /* ... and the name thp-madvise still means the built-in. */
+    if (!bi.available) {
+        fprintf(stderr, "# thp-madvise unavailable here (%s): its serving is not checked\n",
+                bi.reason);
+        return 0;
+    }
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "thp-madvise";
+    p = hp_alloc_ex(4 << 20, &o);
+    CHILD_CHECK(p && hp_info(p, &info) == HP_OK && !strcmp(info.backend, "thp-madvise") &&
+                info.page_size == bi.page_sizes[bi.n_page_sizes - 1]);
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    return 0;
+}
+
+/* A plugin cannot take a built-in's name: "fallback" is the core's, and
+ * the others belong to the files of the built-ins' directory, even when a
+ * file providing them sorts first. */
+static void builtin_names_are_reserved(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_as(variant("takeover_fallback"), dir, "aa-fallback.so");
+    copy_as(variant("takeover_thp"), dir, "aa-thp.so");
+    struct takeover t = {dir, backend_dir, 0};
+    assert_int_equal(run_in_child(child_takeover, &t), 0);
+    /* Without a fallback.so among the built-ins, the core's own serves. */
+    char *builtins = make_dir(0755);
+    copy_plugins(backend_dir, builtins, 0755);
+    char path[700];
+    snprintf(path, sizeof(path), "%s/fallback.so", builtins);
+    unlink(path);
+    t = (struct takeover){dir, builtins, 1};
+    assert_int_equal(run_in_child(child_takeover, &t), 0);
+    remove_dir(builtins);
+    remove_dir(dir);
+}
+
+struct two_dirs {
+    char *a, *b;
+};
+
+static int child_path_order(void *arg)
+{
+    const struct two_dirs *d = arg;
+    char list[1400], path[700], want[1400];
+    snprintf(list, sizeof(list), "%s:%s:/nonexistent/hp-entry:%s", d->a, d->b, d->a);
+    setenv("HP_BACKEND_PATH", list, 1);
+    /* Directories in list order, files in byte order of name within each,
+     * then the built-ins' directory, then the core's fallback. */
+    char good[700], size56[700], nulldesc[700], dup[700];
+    snprintf(good, sizeof(good), "%s/m.so", d->a);
+    snprintf(size56, sizeof(size56), "%s/B.so", d->b);
+    snprintf(nulldesc, sizeof(nulldesc), "%s/b.so", d->b);
+    snprintf(dup, sizeof(dup), "%s/a.so", d->b);
+    snprintf(path, sizeof(path), "%s/thp-madvise.so", backend_dir);
+    int i_good = index_of_path(good), i_56 = index_of_path(size56),
+        i_null = index_of_path(nulldesc), i_thp = index_of_path(path);
+    fprintf(stderr, "# order: %d %d %d %d\n", i_good, i_56, i_null, i_thp);
+    CHILD_CHECK(i_good == 0 && i_56 == 1 && i_null == 2 && i_thp > i_null);
+    /* A directory listed twice is read once. */
+    CHILD_CHECK(count_path(good) == 1);
+    /* The first file that provides a name wins; the later one says which. */
+    snprintf(want, sizeof(want), "duplicate backend name \"fixture-good\": %s provides it "
+             "already (the first file found wins)", good);
+    struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+    CHILD_CHECK(hp_backend_get((uint32_t)index_of_path(dup), &bi) == HP_OK && !bi.available &&
+                strstr(bi.reason, want));
+    /* A missing entry is listed, not skipped silently. */
+    int i_missing = index_of_path("/nonexistent/hp-entry");
+    CHILD_CHECK(i_missing >= 0 && hp_backend_get((uint32_t)i_missing, &bi) == HP_OK &&
+                strstr(bi.reason, "rejected: HP_BACKEND_PATH entry does not exist"));
+    /* Descriptions: the plugin's own, "" for NULL. */
+    CHILD_CHECK(find("fixture-good", NULL, &bi) && !strcmp(bi.description, "test fixture"));
+    CHILD_CHECK(find("fixture-null-desc", NULL, &bi) && !strcmp(bi.description, ""));
+    CHILD_CHECK(find("fallback", NULL, &bi) && bi.description[0]);
+    /* A descriptor of exactly the ABI 1 minimum (through unmap) serves. */
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-size-min";
+    void *p = hp_alloc_ex(8192, &o);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(p && hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fixture-size-min"));
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    return 0;
+}
+
+/* HP_BACKEND_PATH is a list searched in order before the built-ins'
+ * directory, which is always searched (nobody copies the built-ins). */
+static void backend_path_is_an_ordered_list(void **state)
+{
+    (void)state;
+    struct two_dirs d = {make_dir(0755), make_dir(0755)};
+    copy_as(fixture_path("fx_good.so"), d.a, "m.so");
+    copy_as(fixture_path("fx_good.so"), d.b, "a.so");
+    copy_as(variant("size_min"), d.b, "B.so");
+    copy_as(variant("null_desc"), d.b, "b.so");
+    assert_int_equal(run_in_child(child_path_order, &d), 0);
+    /* HP_DEBUG shows every refusal, with its reason. */
+    char list[1400], want[1400];
+    snprintf(list, sizeof(list), "%s:%s", d.a, d.b);
+    struct logged l = {.dir = list};
+    assert_int_equal(run_logged(&l), 0);
+    snprintf(want, sizeof(want), "libhp: loader: rejected %s/a.so: duplicate backend name", d.b);
+    assert_non_null(strstr(l.log, want));
+    remove_dir(d.a);
+    remove_dir(d.b);
+}
+
+static int child_validation(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    CHILD_CHECK(expect_rejected("v-long.so", "backend name longer than 31 characters"));
+    CHILD_CHECK(expect_rejected("v-empty.so", "empty backend name"));
+    CHILD_CHECK(expect_rejected("v-null.so", "no backend name (name is NULL)"));
+    CHILD_CHECK(expect_rejected("v-upper.so", "backend name has a character outside [a-z0-9_-]"));
+    CHILD_CHECK(expect_rejected("v-kind.so", "unknown kind 99 (enum hp_backend_kind is 0 to 4)"));
+    CHILD_CHECK(expect_rejected("v-short.so", "descriptor too short (size field below the "
+                                "mandatory ops: 71 bytes, at least 72)"));
+    /* A description is shown on terminals: control characters never pass. */
+    struct hp_backend_info bi;
+    CHILD_CHECK(find("fixture-ctrl-desc", NULL, &bi));
+    fprintf(stderr, "# description: %s\n", bi.description);
+    CHILD_CHECK(!strcmp(bi.description, "line one?line two ?[31mred?[0m tab?here"));
+    /* Nothing of the refused files is ever chosen. */
+    for (int i = 0; i < 8; i++) {
+        void *p = hp_alloc(4096u << i, 0);
+        struct hp_block_info info = HP_BLOCK_INFO_INIT;
+        CHILD_CHECK(p && hp_info(p, &info) == HP_OK && strncmp(info.backend, "fixture", 7));
+        CHILD_CHECK(hp_free(p) == HP_OK);
+    }
+    return 0;
+}
+
+/* Each load-time check of the descriptor, with a fixture that breaks it. */
+static void descriptors_are_validated_at_load(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_as(variant("long_name"), dir, "v-long.so");
+    copy_as(variant("empty_name"), dir, "v-empty.so");
+    copy_as(variant("null_name"), dir, "v-null.so");
+    copy_as(variant("upper_name"), dir, "v-upper.so");
+    copy_as(variant("bad_kind"), dir, "v-kind.so");
+    copy_as(variant("size_short"), dir, "v-short.so");
+    copy_as(variant("ctrl_desc"), dir, "v-ctrl.so");
+    assert_int_equal(run_in_child(child_validation, dir), 0);
     remove_dir(dir);
 }
 
@@ -702,6 +935,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(backend_path_ignored_when_setuid),
         cmocka_unit_test(debug_log_names_the_file_before_probing),
         cmocka_unit_test(other_kind_probed_only_when_named),
+        cmocka_unit_test(builtin_names_are_reserved),
+        cmocka_unit_test(backend_path_is_an_ordered_list),
+        cmocka_unit_test(descriptors_are_validated_at_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

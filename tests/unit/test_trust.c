@@ -678,6 +678,7 @@ static void junk_files_do_not_crowd_out_plugins(void **state)
 static int child_junk_only(void *dir)
 {
     setenv("HP_BACKEND_PATH", dir, 1);
+    setenv("HP_BACKEND_DIR", "/nonexistent/hp-backends", 1);  /* the junk alone */
     void *p = hp_alloc(4096, 0);
     CHILD_CHECK(p != NULL);
     CHILD_CHECK(hp_free(p) == HP_OK);
@@ -701,6 +702,7 @@ static void hundred_junk_files_alloc_works(void **state)
 static int child_many(void *dir)
 {
     setenv("HP_BACKEND_PATH", dir, 1);
+    setenv("HP_BACKEND_DIR", "/nonexistent/hp-backends", 1);  /* the 40 plugins alone */
     setenv("HP_DEBUG", "1", 1);
     char log[] = "/tmp/hp-trust-log-XXXXXX";
     int fd = mkstemp(log);

@@ -106,6 +106,7 @@ struct hp_backend_info {
     char reason[256];
     uint64_t page_sizes[16];
     uint64_t pool_free[16];
+    char description[128];
 };
 
 int32_t hp_backend_count(void);

@@ -30,6 +30,7 @@ class BackendInfo:
     reason: str                   #: why unavailable or rejected, else a summary
     page_sizes: Tuple[int, ...]   #: ascending, bytes
     pool_free: Tuple[Optional[int], ...]  #: free pool pages per size, None if unpooled
+    description: str = ""         #: the plugin's own description ("" if none)
 
 
 class VersionInfo(NamedTuple):
@@ -72,19 +73,27 @@ def backends() -> List[BackendInfo]:
             reason=string(info.reason),
             page_sizes=tuple(info.page_sizes[0:n]),
             pool_free=tuple(None if v == _UNPOOLED else v for v in info.pool_free[0:n]),
+            description=string(info.description),
         ))
     return result
 
 
 def _plugin_dir(found: List[BackendInfo]) -> Tuple[str, str]:
-    """(directory, how it was chosen) of the backend plugins."""
-    dirs = sorted({os.path.dirname(b.path) for b in found if b.path.startswith("/")})
-    env = os.environ.get("HP_BACKEND_PATH")
-    how = "HP_BACKEND_PATH" if env else "built-in default"
-    if dirs:
-        return dirs[0], how
-    if env:
-        return env, f"{how}; no plugin loaded from it"
+    """(directories searched for plugins, in order and ":"-separated: the
+    entries of HP_BACKEND_PATH, then the built-ins' directory; how they were
+    chosen)."""
+    path = os.environ.get("HP_BACKEND_PATH")
+    builtin = os.environ.get("HP_BACKEND_DIR")
+    loaded = [os.path.dirname(b.path) for b in found
+              if b.path.startswith("/") and not b.reason.startswith("rejected")]
+    how = ("HP_BACKEND_PATH, then " if path else "") + \
+        ("HP_BACKEND_DIR" if builtin else "the built-in default")
+    dirs = (path.split(":") if path else []) + [builtin or (loaded[-1] if loaded else "")]
+    searched = ":".join(d for d in dirs if d)
+    if loaded:
+        return searched, how
+    if searched:
+        return searched, f"{how}; no plugin loaded from it"
     lib_path, _ = _pkg_config_libdir()
     return "", f"{how}; no plugin loaded (pkg-config --variable=backenddir libhp " \
         f"names the installed directory{'' if lib_path else '; pkg-config does not know libhp'})"

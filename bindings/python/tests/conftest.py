@@ -1,6 +1,6 @@
 """Shared fixtures. Run from the repository root:
 
-    HP_LIBRARY=$PWD/build/lib/libhp.so.1 HP_BACKEND_PATH=$PWD/build/backends \
+    HP_LIBRARY=$PWD/build/lib/libhp.so.1 HP_BACKEND_DIR=$PWD/build/backends \
     PYTHONPATH=bindings/python /usr/bin/python3 -m pytest -q bindings/python/tests
 
 HP_TEST_STRICT=1 (set by CI) turns every "tool missing" skip (numpy, a C
@@ -128,7 +128,7 @@ def thp_madvise_available():
     for b in hp.backends():
         if b.name == "thp-madvise":
             return b.available, b.reason
-    return False, "thp-madvise backend not loaded (HP_BACKEND_PATH?)"
+    return False, "thp-madvise backend not loaded (HP_BACKEND_DIR?)"
 
 
 @contextlib.contextmanager

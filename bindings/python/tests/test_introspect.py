@@ -19,10 +19,11 @@ def test_backends_lists_the_four_backends():
     found = hp.backends()
     assert all(isinstance(b, hp.BackendInfo) for b in found)
     by_name = {b.name: b for b in found}
-    assert FOUR <= set(by_name), f"HP_BACKEND_PATH set? found {sorted(by_name)}"
+    assert FOUR <= set(by_name), f"HP_BACKEND_DIR set? found {sorted(by_name)}"
     fallback = by_name["fallback"]
     assert fallback.available and fallback.kind == hp.BackendKind.BASE
     assert fallback.page_sizes == (4096,) and fallback.pool_free == (None,)
+    assert fallback.description and all(" " <= c <= "~" for c in fallback.description)
     assert by_name["hugetlbfs"].kind == hp.BackendKind.HUGETLB
     assert by_name["thp-madvise"].kind == hp.BackendKind.THP
     assert by_name["anon-orders"].kind == hp.BackendKind.MTHP

@@ -21,7 +21,7 @@ junit=$(mktemp /tmp/hp-pytest.XXXXXX.xml)
 trap 'rm -f "$junit"' EXIT
 
 HP_LIBRARY=$root/build/lib/libhp.so.1 \
-HP_BACKEND_PATH=$root/build/backends \
+HP_BACKEND_DIR=$root/build/backends \
 PYTHONPATH=$root/bindings/python:$root/build/bindings/python \
 HP_TEST_STRICT=1 HP_TEST_PIP_INSTALL=1 PYTHONDONTWRITEBYTECODE=1 \
   "$python" -m pytest -q -p no:cacheprovider --junitxml="$junit" bindings/python/tests

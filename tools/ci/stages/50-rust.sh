@@ -34,7 +34,7 @@ log=$(mktemp /tmp/hp-rust-test.XXXXXX)
 trap 'rm -f "$log"' EXIT
 mkdir -p build/rust-cargo-home
 export PKG_CONFIG_PATH=$root/build/meson-uninstalled
-export HP_BACKEND_PATH=$root/build/backends
+export HP_BACKEND_DIR=$root/build/backends
 export CARGO_TARGET_DIR=$root/build/rust-target
 export CARGO_HOME=$root/build/rust-cargo-home
 manifest=bindings/rust/Cargo.toml

@@ -436,12 +436,13 @@ pub struct hp_backend_info {
     pub reason: [::std::os::raw::c_char; 256usize],
     pub page_sizes: [u64; 16usize],
     pub pool_free: [u64; 16usize],
+    pub description: [::std::os::raw::c_char; 128usize],
 }
 #[test]
 fn bindgen_test_layout_hp_backend_info() {
     assert_eq!(
         ::std::mem::size_of::<hp_backend_info>(),
-        816usize,
+        944usize,
         concat!("Size of: ", stringify!(hp_backend_info))
     );
     assert_eq!(
@@ -602,6 +603,23 @@ fn bindgen_test_layout_hp_backend_info() {
         );
     }
     test_field_pool_free();
+    fn test_field_description() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_backend_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).description) as usize - ptr as usize
+            },
+            816usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_backend_info),
+                "::",
+                stringify!(description)
+            )
+        );
+    }
+    test_field_description();
 }
 extern "C" {
     pub fn hp_backend_count() -> i32;

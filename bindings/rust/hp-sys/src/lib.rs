@@ -171,6 +171,7 @@ impl hp_backend_info {
             reason: [0; 256],
             page_sizes: [0; HP_MAX_PAGE_SIZES as usize],
             pool_free: [0; HP_MAX_PAGE_SIZES as usize],
+            description: [0; 128],
         }
     }
 }

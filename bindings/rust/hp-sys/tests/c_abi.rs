@@ -87,7 +87,8 @@ fn structs() -> Vec<Struct> {
             huge_bytes, flags, numa_node, fd, fd_offset
         }),
         layout!(hp_backend_info {
-            size, available, kind, n_page_sizes, name, path, reason, page_sizes, pool_free
+            size, available, kind, n_page_sizes, name, path, reason, page_sizes, pool_free,
+            description
         }),
         layout!(hp_stack_opts { size, reserved, flags, guard_size }),
         layout!(hp_stack_info {

@@ -55,6 +55,8 @@ pub struct BackendInfo {
     pub page_sizes: Vec<u64>,
     /// Free pages in the pool for each page size; `None` if unpooled.
     pub pool_free: Vec<Option<u64>>,
+    /// The plugin's own description; empty if it gave none or was rejected.
+    pub description: String,
 }
 
 /// Every backend libhp found: the built-in fallback, each plugin that
@@ -85,6 +87,7 @@ fn backend(index: u32) -> Result<BackendInfo> {
             .iter()
             .map(|&f| (f != u64::MAX).then_some(f))
             .collect(),
+        description: c_chars(&b.description),
     })
 }
 

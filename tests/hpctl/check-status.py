@@ -1,0 +1,42 @@
+"""hpctl status: every backend's path and description, and a bad HP_*
+variable reported as the HP_EENV every call would get, instead of a list of
+backends that no call can use."""
+import os
+
+from hpctltest import HPCTL, done, ok, run, run_json
+
+builtin_dir = os.environ["HP_BACKEND_DIR"]
+
+rc, st, err = run_json("status")
+ok(rc == 0 and st is not None and st.get("error", "missing") is None,
+   "status --json: exit 0, error null", "%r %r" % (rc, err))
+backends = st["backends"] if st else []
+ok(all("path" in b and "description" in b for b in backends),
+   "every backend has path and description", backends)
+by_name = {b["name"]: b for b in backends if not b["reason"].startswith("rejected")}
+fb = by_name.get("fallback", {})
+ok(fb.get("path") in ("builtin", builtin_dir + "/fallback.so") and fb.get("description"),
+   "the fallback is a built-in, with its description", fb)
+thp = by_name.get("thp-madvise", {})
+ok(os.path.dirname(thp.get("path", "")) == builtin_dir and thp.get("description"),
+   "thp-madvise comes from HP_BACKEND_DIR, with its description", thp)
+
+rc, out, err = run("status")
+ok(rc == 0 and ("%s/fallback.so: " % builtin_dir) in out and
+   ("%s/thp-madvise.so: " % builtin_dir) in out,
+   "status (text) shows each backend's path and description", out)
+
+for bad, want in (("relative/plugins", 'entry 1 ("relative/plugins") is not an absolute path'),
+                  ("/opt/hp::/usr/hp", 'entry 2 ("") is empty')):
+    env = {"HP_BACKEND_PATH": bad}
+    rc, st, err = run_json("status", env=env)
+    error = (st or {}).get("error") or {}
+    ok(rc == 1 and error.get("code") == "HP_EENV" and want in error.get("detail", ""),
+       "HP_BACKEND_PATH=%s: status --json says HP_EENV, exit 1" % bad, "%r %r %r" % (rc, st, err))
+    paths = [b["path"] for b in (st or {}).get("backends", [])]
+    ok(not any(p.startswith(builtin_dir + "/") for p in paths),
+       "HP_BACKEND_PATH=%s: no plugin of the default directory is listed" % bad, paths)
+    rc, out, err = run("status", env=env)
+    ok(rc == 1 and out.startswith("libhp ") and ("\nerror: HP_EENV: " in out) and want in out,
+       "HP_BACKEND_PATH=%s: status (text) says HP_EENV first" % bad, out)
+done()
