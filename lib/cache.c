@@ -224,7 +224,13 @@ static void release(const struct victim *v)
     struct hp_mapping m = {sizeof(m), v->r.flags, (void *)v->r.start, v->r.committed,
                            (void *)v->r.start, v->r.cap, v->r.page_size, v->r.committed,
                            v->r.cookie};
-    v->be->ops->unmap(v->be->self, &m);
+    /* munmap can fail once (ENOMEM when splitting would pass
+     * vm.max_map_count) and succeed on retry; a range that still will not
+     * go is logged, since nobody can use it again. */
+    if (v->be->ops->unmap(v->be->self, &m) != HP_OK &&
+        v->be->ops->unmap(v->be->self, &m) != HP_OK)
+        hp_log("cache: backend %s could not unmap %p (%llu bytes); the range is lost",
+               v->be->name, (void *)v->r.start, (unsigned long long)v->r.cap);
     if (v->r.flags & HP_MAP_POOL)
         hp_backend_mark_stale(v->be);  /* pool pages came back */
     atomic_fetch_add(&released_bytes, v->r.committed);

@@ -111,7 +111,7 @@ static int orders_map(void *self, const struct hp_map_request *req, struct hp_ma
     if (needs_advice(req->page_size)) {
         rc = host->os_advise(p, len, MADV_HUGEPAGE);
         if (rc < 0) {
-            host->os_unmap(out->map_addr, out->map_len);
+            hpb_discard(host, out->map_addr, out->map_len);
             return hpb_fail(host, HP_ENOMEM, "madvise(MADV_HUGEPAGE) failed: %s",
                             strerror(-rc));
         }
@@ -119,7 +119,7 @@ static int orders_map(void *self, const struct hp_map_request *req, struct hp_ma
     if (req->flags & HP_F_POPULATE) {
         rc = hpb_populate(host, p, len);
         if (rc != HP_OK) {
-            host->os_unmap(out->map_addr, out->map_len);
+            hpb_discard(host, out->map_addr, out->map_len);
             return rc;
         }
     }

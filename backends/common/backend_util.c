@@ -41,11 +41,11 @@ static int map_aligned(const struct hp_host *h, uint64_t len, uint64_t align, in
      * rest is one whole mapping again, and unmapping all of it needs no
      * split. */
     if (head && (rc = h->os_unmap(raw, head)) < 0) {
-        h->os_unmap(raw, len + slack);
+        hpb_discard(h, raw, len + slack);
         return hpb_fail(h, HP_ENOMEM, "trimming the mapping to alignment failed: %s", strerror(-rc));
     }
     if (tail && (rc = h->os_unmap((void *)(aligned + len), tail)) < 0) {
-        h->os_unmap((void *)aligned, len + tail);
+        hpb_discard(h, (void *)aligned, len + tail);
         return hpb_fail(h, HP_ENOMEM, "trimming the mapping to alignment failed: %s", strerror(-rc));
     }
     *out = (void *)aligned;
@@ -73,7 +73,7 @@ int hpb_reserve_guarded(const struct hp_host *h, uint64_t len, uint64_t align, u
         return rc;
     char *at = (char *)r + room, *start = at - guard;
     if (start > (char *)r && h->os_unmap(r, (uint64_t)(start - (char *)r)) < 0) {
-        h->os_unmap(r, room + len);
+        hpb_discard(h, r, room + len);
         return hpb_fail(h, HP_ENOMEM, "trimming the reservation below the guard failed");
     }
     *map_addr = start;
@@ -92,7 +92,7 @@ int hpb_map_guarded(const struct hp_host *h, const struct hp_map_request *req, u
     rc = h->os_map(at, len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | extra_flags, -1, 0, &p);
     if (rc < 0) {
-        h->os_unmap(start, guard + len);
+        hpb_discard(h, start, guard + len);
         return hpb_fail(h, HP_ENOMEM, "mmap of %llu bytes failed: %s", (unsigned long long)len,
                         strerror(-rc));
     }
@@ -146,7 +146,7 @@ static int move_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t len
          * heuristics), hence the second try with no headroom. */
         rc = h->os_remap(m->map_addr, committed, cap, MREMAP_MAYMOVE | MREMAP_FIXED, dst, &p);
         if (rc < 0) {
-            h->os_unmap(dst, cap);
+            hpb_discard(h, dst, cap);
             continue;
         }
         uint64_t now = cap;
@@ -154,7 +154,7 @@ static int move_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t len
             h->os_protect((char *)dst + extent, cap - extent, PROT_NONE) == 0)
             now = extent;
         if (m->map_len > committed)
-            h->os_unmap((char *)m->map_addr + committed, m->map_len - committed);
+            hpb_discard(h, (char *)m->map_addr + committed, m->map_len - committed);
         m->addr = m->map_addr = dst;
         m->len = len;
         m->map_len = cap;
@@ -243,4 +243,10 @@ int hpb_unmap(const struct hp_host *h, const struct hp_mapping *m)
 int hpb_advise_populate(const struct hp_host *h, const struct hp_mapping *m, uint64_t flags)
 {
     return (flags & HP_F_POPULATE) ? hpb_populate(h, m->addr, m->len) : HP_OK;
+}
+
+void hpb_discard(const struct hp_host *h, void *addr, uint64_t len)
+{
+    if (h->os_unmap(addr, len) < 0)
+        h->os_unmap(addr, len);
 }

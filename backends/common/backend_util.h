@@ -88,6 +88,11 @@ int hpb_remap_anon(const struct hp_host *h, struct hp_mapping *m, uint64_t new_l
  * HP_ENOMEM. Kernels without it get the pages touched one by one. */
 int hpb_populate(const struct hp_host *h, void *addr, uint64_t len);
 
+/* Unmap [addr, addr+len) on a clean-up path, trying twice: munmap can fail
+ * once (ENOMEM when splitting would pass vm.max_map_count) and succeed next
+ * time, and a clean-up that gives up leaks the range for good. */
+void hpb_discard(const struct hp_host *h, void *addr, uint64_t len);
+
 /* The unmap op every anonymous backend shares: munmap the whole mapping. */
 int hpb_unmap(const struct hp_host *h, const struct hp_mapping *m);
 

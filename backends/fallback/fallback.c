@@ -43,7 +43,7 @@ static int fallback_map(void *self, const struct hp_map_request *req, struct hp_
     if (req->flags & HP_F_POPULATE) {
         rc = hpb_populate(host, p, len);
         if (rc != HP_OK) {
-            host->os_unmap(out->map_addr, out->map_len);
+            hpb_discard(host, out->map_addr, out->map_len);
             return rc;
         }
     }

@@ -206,7 +206,7 @@ static int hugetlb_map(void *self, const struct hp_map_request *req, struct hp_m
                         strerror(-rc));
     rc = hpb_populate(host, p, len);
     if (rc != HP_OK) {
-        host->os_unmap(p, len);
+        hpb_discard(host, p, len);
         return rc;
     }
     out->addr = out->map_addr = p;
@@ -227,7 +227,7 @@ static int map_guarded(const struct hp_map_request *req, uint64_t len, struct hp
         return rc;
     rc = map_pages_at(at, len, ps, MAP_FIXED);
     if (rc < 0) {
-        host->os_unmap(start, req->guard + len);
+        hpb_discard(host, start, req->guard + len);
         return pool_dry(ps, len, rc);
     }
     out->map_addr = start;
@@ -258,7 +258,7 @@ static int map_pages_at(char *at, uint64_t len, uint64_t ps, int fixed)
     if (rc < 0)
         return rc;
     if (p != at) {  /* a kernel before 4.17 took NOREPLACE as a hint */
-        host->os_unmap(p, len);
+        hpb_discard(host, p, len);
         return -EEXIST;
     }
     if (hpb_populate(host, at, len) != HP_OK) {
@@ -267,7 +267,7 @@ static int map_pages_at(char *at, uint64_t len, uint64_t ps, int fixed)
             host->os_map(at, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
                          -1, 0, &p);
         else
-            host->os_unmap(at, len);
+            hpb_discard(host, at, len);
         return -ENOMEM;
     }
     return 0;
@@ -314,18 +314,18 @@ static int move_grow(struct hp_mapping *m, uint64_t extent)
             continue;
         rc = map_pages_at((char *)dst + committed, extent - committed, ps, MAP_FIXED);
         if (rc < 0) {
-            host->os_unmap(dst, cap);
+            hpb_discard(host, dst, cap);
             return pool_dry(ps, extent - committed, rc);
         }
         rc = host->os_remap(m->map_addr, committed, committed, MREMAP_MAYMOVE | MREMAP_FIXED, dst,
                             &p);
         if (rc < 0) {
-            host->os_unmap(dst, cap);
+            hpb_discard(host, dst, cap);
             return hpb_fail(host, HP_ENOMEM, "cannot move the block's %llu bytes: %s",
                             (unsigned long long)committed, strerror(-rc));
         }
         if (m->map_len > committed)
-            host->os_unmap((char *)m->map_addr + committed, m->map_len - committed);
+            hpb_discard(host, (char *)m->map_addr + committed, m->map_len - committed);
         m->addr = m->map_addr = dst;
         m->len = extent;
         m->map_len = cap;

@@ -114,12 +114,12 @@ static int thp_map(void *self, const struct hp_map_request *req, struct hp_mappi
         return rc;
     rc = host->os_advise(p, len, MADV_HUGEPAGE);
     if (rc < 0) {
-        host->os_unmap(out->map_addr, out->map_len);
+        hpb_discard(host, out->map_addr, out->map_len);
         return hpb_fail(host, HP_ENOMEM, "madvise(MADV_HUGEPAGE) failed: %s", strerror(-rc));
     }
     rc = thp_apply(p, len, pmd, req->flags);
     if (rc != HP_OK) {
-        host->os_unmap(out->map_addr, out->map_len);
+        hpb_discard(host, out->map_addr, out->map_len);
         return rc;
     }
     out->page_size = pmd;
