@@ -149,14 +149,6 @@ unsigned hp_stack_plan(const struct hp_stack_request *req, const struct hp_selec
  * backends' probes still decide whether, and from where, huge mode is served.
  */
 
-/* Unmap a mapping being given up on a failure path, trying twice: munmap
- * can fail once (ENOMEM at vm.max_map_count) and succeed next time. */
-static void discard(void *p, uint64_t len)
-{
-    if (hp_os_unmap(p, len) < 0)
-        hp_os_unmap(p, len);
-}
-
 static int32_t os_fail(int err, const char *what, uint64_t len)
 {
     return hp_fail(err == -ENOMEM ? HP_ENOMEM : HP_EOS, "%s of %llu bytes failed: %s%s", what,
@@ -201,7 +193,7 @@ static int32_t map_lean(uint64_t usable, uint64_t guard, struct hp_stack_map *m)
     if (rc == 0)
         rc = hp_os_protect((char *)p + guard, usable, PROT_READ | PROT_WRITE);
     if (rc < 0) {
-        discard(p, len);
+        hp_os_discard(p, len);
         return os_fail(rc, "lean stack: madvise/mprotect", len);
     }
     *m = (struct hp_stack_map){.map_addr = p, .map_len = len, .base = (char *)p + guard,
@@ -242,7 +234,7 @@ static int32_t map_huge(uint32_t kind, uint64_t usable, uint64_t guard, uint64_t
     }
     if (rc < 0) {
         /* A failed MAP_FIXED may already have unmapped part of the span. */
-        discard(p, span);
+        hp_os_discard(p, span);
         return hp_fail(rc == -ENOMEM ? HP_ENOMEM : HP_EOS, "%s stack of %llu bytes: %s failed: %s", kind_name(kind),
                        (unsigned long long)usable,
                        kind == HP_KIND_HUGETLB ? "mmap(MAP_HUGETLB)" : "madvise/mprotect",

@@ -30,21 +30,6 @@
 
 #define MiB (UINT64_C(1) << 20)
 
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    long v = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, "VmRSS:", 6))
-            v = strtol(line + 6, NULL, 10);
-    fclose(f);
-    return v;
-}
-
 static struct hp_cache_stats stats_now(void)
 {
     struct hp_cache_stats st = HP_CACHE_STATS_INIT;
@@ -77,7 +62,7 @@ static void stats_trim_and_reaper(void **state)
     unsigned char *p = thp_block(64 * MiB);
     if (!p)
         skip();
-    long before = rss_kb(getpid());
+    long before = vmrss_kb(getpid());
     struct hp_cache_stats s0 = stats_now();
     assert_int_equal(hp_free(p), HP_OK);
     struct hp_cache_stats s1 = stats_now();
@@ -100,7 +85,7 @@ static void stats_trim_and_reaper(void **state)
     assert_int_equal(s3.n_entries, 0);
     assert_true(s3.releases > s2.releases);
     assert_true(s3.released_bytes >= s2.released_bytes + 64 * MiB);
-    long after = rss_kb(getpid());
+    long after = vmrss_kb(getpid());
     print_message("# RSS %ld kB with the block cached, %ld kB after trim\n", before, after);
     assert_true(after < before - 48 * 1024);
     int gone = 0;

@@ -41,21 +41,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    long v = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, "VmRSS:", 6))
-            v = strtol(line + 6, NULL, 10);
-    fclose(f);
-    return v;
-}
-
 static void child_defaults(void)
 {
     int sigs[] = {SIGABRT, SIGSEGV, SIGBUS, SIGTERM, SIGINT, SIGFPE, SIGILL};
@@ -166,13 +151,13 @@ static void thp_rss_falls(void **state)
         finish(pid);
         skip();  /* no THP backend here (the child said why) */
     }
-    long held = rss_kb(pid);
+    long held = vmrss_kb(pid);
     assert_int_equal(read(rd, &c, 1), 1);
     double freed = now_s();
-    long right_after = rss_kb(pid), got = right_after;
+    long right_after = vmrss_kb(pid), got = right_after;
     double when = 0;
     while (now_s() - freed < THP_IDLE_MS / 1000.0 + 3.0) {
-        got = rss_kb(pid);
+        got = vmrss_kb(pid);
         if (got < held - 400 * 1024) {
             when = now_s() - freed;
             break;

@@ -237,6 +237,21 @@ long maps_count(void)
     return n;
 }
 
+long vmrss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    long v = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, "VmRSS:", 6))
+            v = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return v;
+}
+
 int is_root(void)
 {
     return geteuid() == 0;

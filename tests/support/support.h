@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Write value into a sysfs/procfs knob, remembering the first value seen so
  * that it is written back at exit, on a fatal signal, or by
@@ -38,6 +39,8 @@ long smaps_field_kb(const void *addr, size_t len, const char *field);
 long smaps_kernel_page_kb(const void *addr);
 /* Number of lines in /proc/self/maps. */
 long maps_count(void);
+/* VmRSS of process pid in kB (/proc/PID/status), or -1. */
+long vmrss_kb(pid_t pid);
 
 /* Run fn in a forked child (a fresh libhp state if the parent never called
  * libhp); returns fn's return value, or 128 + signal if it died. */
