@@ -309,13 +309,6 @@ static void *storm_thread(void *arg)
     return NULL;
 }
 
-static unsigned long env_count(const char *name, unsigned long dflt)
-{
-    const char *v = getenv(name);
-    unsigned long n = v ? strtoul(v, NULL, 10) : 0;
-    return n ? n : dflt;
-}
-
 static int case4_child(void *arg)
 {
     unsigned long forks = *(unsigned long *)arg;

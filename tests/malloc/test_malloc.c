@@ -46,13 +46,6 @@ static void *opaque(void *p)
     return p;
 }
 
-/* HPTEST_OPS scales loops down (valgrind and sanitizer setups). */
-static long hptest_ops(long dflt)
-{
-    const char *v = getenv("HPTEST_OPS");
-    return v && atol(v) > 0 ? atol(v) : dflt;
-}
-
 static void t_preloaded(void **state)
 {
     (void)state;
@@ -255,7 +248,7 @@ static void *_Atomic shared_slots[SLOTS];
 static void *churn(void *arg)
 {
     uint64_t seed = (uintptr_t)arg * 0x9e3779b97f4a7c15u + 1;
-    long ops = hptest_ops(40000);
+    long ops = (long)env_count("HPTEST_OPS", 40000);  /* scaled down under valgrind */
     for (long i = 0; i < ops; i++) {
         seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
         size_t n = (seed & 255) == 0 ? (seed >> 20) % (6 * MiB) + 1 : (seed >> 20) % 2000 + 8;

@@ -103,6 +103,11 @@ static void run(const char *backend, uint64_t ps, uint64_t max, unsigned steps, 
     uint64_t rng = seed;
     for (unsigned i = 0; i < SLOTS; i++)
         s[i].seed = seed * 31 + i + 1;
+    /* HPTEST_OPS caps the steps (the ASan stage: memory errors, not
+     * coverage of long sequences, are what it looks for). */
+    unsigned long cap = env_count("HPTEST_OPS", steps);
+    if (cap < steps)
+        steps = (unsigned)cap;
     struct hp_cache_figures c0, c1;
     hp_cache_get_figures(&c0);
     for (unsigned i = 0; i < steps; i++) {

@@ -77,9 +77,7 @@ static inline int under_valgrind(void)
 /* Ops per thread: HPTEST_OPS overrides (the valgrind setup lowers it). */
 static inline unsigned long stress_ops(unsigned long dflt)
 {
-    const char *v = getenv("HPTEST_OPS");
-    unsigned long n = v ? strtoul(v, NULL, 10) : 0;
-    return n ? n : dflt;
+    return env_count("HPTEST_OPS", dflt);
 }
 
 /* Call before the first libhp call of the process: anon-orders probes once. */

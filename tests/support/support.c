@@ -257,6 +257,14 @@ int is_root(void)
     return geteuid() == 0;
 }
 
+unsigned long env_count(const char *name, unsigned long dflt)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    unsigned long n = v ? strtoul(v, &end, 10) : 0;
+    return n && end && *end == '\0' ? n : dflt;
+}
+
 void touch_pages(void *p, size_t len)
 {
     volatile char *c = p;

@@ -60,6 +60,12 @@ int run_in_child(int (*fn)(void *), void *arg);
 /* 1 if running as root. */
 int is_root(void);
 
+/* The positive count in environment variable NAME, else dflt. The CI
+ * stages size repetition loops this way (HPTEST_OPS, HPTEST_FORKS,
+ * HPTEST_RUNS, HPTEST_FAULT_WAYS; tools/ci/stages says which stage sets
+ * what). */
+unsigned long env_count(const char *name, unsigned long dflt);
+
 /* Touch one byte per 4 KiB page. */
 void touch_pages(void *p, size_t len);
 
