@@ -2,8 +2,10 @@
 # The C suite under valgrind memcheck, on the main build:
 # `meson test --setup=valgrind` (the setup is in the top-level meson.build:
 # memory errors and definite/indirect leaks fail a test; HPTEST_OPS=200
-# scales the stress tests down; HPTEST_VALGRIND makes our tests skip the
-# /proc/self/maps line counts, which valgrind's own mappings change).
+# scales the stress tests down and HPTEST_FAULT_WAYS=1 fails each call of
+# the fault matrix once instead of 4 ways, as in the ASan stage (60-asan.sh
+# says why); HPTEST_VALGRIND makes our tests skip the /proc/self/maps line
+# counts, which valgrind's own mappings change).
 # Appends "PASSED FAILED" to $HP_RESULTS.
 #
 # Left out, each for a reason:
@@ -24,17 +26,13 @@
 #   suites python, rust (if present) are not C programs; neither are the
 #   suites hpctl and man (Python and shell drivers of hpctl and man).
 set -u
-results=${HP_RESULTS:-/dev/null}
+. tools/ci/lib.sh
 [ -e build/build.ninja ] || { echo "80-valgrind: no build/; the build stage must run first" >&2; echo "0 1" >> "$results"; exit 1; }
-meson compile -C build || { echo "0 1" >> "$results"; exit 1; }
-tests=$(meson introspect build --tests | python3 -c '
-import json, sys
-skip_suites = {"libhp:pkg", "libhp:kernel", "libhp:realloc", "libhp:stack", "libhp:python",
-               "libhp:rust", "libhp:hpctl", "libhp:man"}
-skip = {"cache-fork", "cache-idle"}
-print(" ".join(t["name"] for t in json.load(sys.stdin)
-               if t["name"] not in skip and not skip_suites & set(t["suite"])))')
+ci_build build
+tests=$(ci_tests build 't["name"] not in {"cache-fork", "cache-idle"} and not {
+    "libhp:pkg", "libhp:kernel", "libhp:realloc", "libhp:stack", "libhp:python",
+    "libhp:rust", "libhp:hpctl", "libhp:man"} & set(t["suite"])')
 rc=0
 meson test -C build --setup=valgrind --print-errorlogs --num-processes 2 $tests || rc=1
-python3 tools/ci/count-meson.py build/meson-logs/testlog-valgrind.json >> "$results"
+ci_count build/meson-logs/testlog-valgrind.json
 exit $rc
