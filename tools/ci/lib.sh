@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the variables are used by the stages
 # Shared by the stages that build and run the C suite in a second
 # configuration (tools/ci/stages/60-asan.sh, 70-tsan.sh, 80-valgrind.sh) and
 # by the background build that 10-build.sh starts. Sourced, not run.
@@ -31,7 +32,6 @@ ci_build() {
     echo "waiting for the background build of the sanitizer dirs ($(dirname "$ci_background_lock")/ci-sanitizer-build.log)"
     flock "$ci_background_lock" true
   fi
-  # shellcheck disable=SC2086  # the options are words
   ci_configure "$@" || { echo "0 1" >> "$results"; exit 1; }
 }
 
