@@ -40,6 +40,16 @@ static int fallback_map(void *self, const struct hp_map_request *req, struct hp_
         out->len = out->map_len = out->committed = len;
         out->flags = HP_MAP_CARVABLE;
     }
+    /* Base pages asked for by name: no THP either, whatever the system
+     * setting (hp/backend.h). MAP_STACK means VM_NOHUGEPAGE only since
+     * Linux 6.7; the advice also keeps every mTHP size away
+     * (thp_vma_allowable_orders checks VM_NOHUGEPAGE). */
+    if (hpb_wants_base_pages(host, req) &&
+        (rc = host->os_advise(out->map_addr, out->map_len, MADV_NOHUGEPAGE)) < 0) {
+        hpb_discard(host, out->map_addr, out->map_len);
+        return hpb_fail(host, rc == -ENOMEM ? HP_ENOMEM : HP_EOS,
+                        "madvise(MADV_NOHUGEPAGE) failed: %s", strerror(-rc));
+    }
     if (req->flags & HP_F_POPULATE) {
         rc = hpb_populate(host, p, len);
         if (rc != HP_OK) {
