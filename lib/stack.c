@@ -100,7 +100,10 @@ static int32_t map_way(struct hp_backend *b, const struct hp_stack_plan *p,
     m->guard = guard;
     m->kind = b->kind;
     m->kept = 0;
-    return HP_OK;
+    /* map may have prefaulted already or left it to advise (hp/backend.h). */
+    if ((flags & HP_F_POPULATE) && (rc = populate(m)) != HP_OK)
+        hp_stack_unmap(m);
+    return rc;
 }
 
 /* ---- create ---- */
