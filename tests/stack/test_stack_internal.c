@@ -238,14 +238,14 @@ static void injected_failures(void **state)
     warm_up();
     int thp = st_huge_possible(HP_STACK_THP), hugetlb = st_huge_possible(HP_STACK_HUGETLB);
     hp_stack_cache_trim();
-    /* Every step of the backends' map for a stack: the reservation, the
-     * memory over it, the trims to the alignment, the advice; and the
-     * prefault. Each fails cleanly and leaves no mapping behind. */
+    /* Every step of the backends' map for a stack: the mapping or
+     * reservation, the memory over it, the trims to the alignment, the
+     * advice, the guard's mprotect; and the prefault. Each fails cleanly and leaves no mapping behind. */
     const struct fault_case cases[] = {
-        {"lean reservation ENOMEM", HP_OS_MAP, 1, ENOMEM, 0, HP_ENOMEM},
-        {"lean reservation EPERM", HP_OS_MAP, 1, EPERM, 0, HP_ENOMEM},
-        {"lean memory over the reservation", HP_OS_MAP, 2, ENOMEM, 0, HP_ENOMEM},
+        {"lean mmap ENOMEM", HP_OS_MAP, 1, ENOMEM, 0, HP_ENOMEM},
+        {"lean mmap EPERM", HP_OS_MAP, 1, EPERM, 0, HP_ENOMEM},
         {"lean madvise(NOHUGEPAGE)", HP_OS_ADVISE, 1, EINVAL, 0, HP_EOS},
+        {"lean mprotect", HP_OS_PROTECT, 1, ENOMEM, 0, HP_ENOMEM},
         {"lean populate", HP_OS_ADVISE, 2, ENOMEM, HP_STACK_POPULATE, HP_ENOMEM},
         {"THP reservation", HP_OS_MAP, 1, ENOMEM, HP_STACK_THP, HP_ENOHUGE},
         {"THP trim to the alignment", HP_OS_UNMAP, 1, ENOMEM, HP_STACK_THP, HP_ENOHUGE},
@@ -330,8 +330,7 @@ static int table_map_fails(void *arg)
     (void)arg;
     hp_backend_count();  /* load the backends first */
     long maps0 = maps_count();
-    /* 1, 2: the stack (its reservation, the memory over it), 3: the table */
-    hp_os_inject_fault(HP_OS_MAP, 3, ENOMEM, 0);
+    hp_os_inject_fault(HP_OS_MAP, 2, ENOMEM, 0);  /* 1: the stack, 2: the table */
     struct hp_stack *s = hp_stack_create(64 * 1024, 0);
     hp_os_clear_faults();
     if (s || hp_last_error() != HP_ENOMEM || !strstr(hp_last_error_detail(), "handle table"))
