@@ -331,13 +331,22 @@ static int smaps_of(const void *addr, char perms[8], uint64_t *huge)
  * huge (smaps) and placed (numa_maps). */
 static int stack(void)
 {
+    /* A backend without a huge page size here (THP "never") cannot serve a
+     * huge stack: a skip. One that has one must serve it. */
+    int huge_size = 0;
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        if (hp_backend_get((uint32_t)i, &bi) == HP_OK && !strcmp(bi.name, backend))
+            for (uint32_t k = 0; k < bi.n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
+                huge_size |= bi.available && bi.page_sizes[k] == 2 * MIB;
+    }
+    if (!huge_size) {
+        printf("SKIP: %s offers no 2 MiB pages here (hpctl status)\n", backend);
+        return 77;
+    }
     struct hp_stack_opts o = HP_STACK_OPTS_INIT;
     o.flags = HP_STACK_HUGE | HP_STACK_POPULATE;
     struct hp_stack *s = hp_stack_create_ex(4 * MIB, &o);
-    if (!s && hp_last_error() == HP_ENOHUGE) {
-        printf("SKIP: %s cannot serve a huge stack here: %s\n", backend, hp_last_error_detail());
-        return 77;
-    }
     if (!s)
         return failf("hp_stack_create_ex");
     struct hp_stack_info si = HP_STACK_INFO_INIT;
