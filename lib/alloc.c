@@ -89,11 +89,10 @@ static const char *mapping_fault(const struct hp_mapping *m, uint64_t len, uint6
     return NULL;
 }
 
-/* Ask one backend for a mapping; HP_OK fills *m. */
-static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
-                        struct hp_mapping *m)
+int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
+                       uint64_t align, uint64_t guard, struct hp_mapping *m)
 {
-    struct hp_map_request req = {sizeof(req), 0, flags, len, page_size, 0, 0};
+    struct hp_map_request req = {sizeof(req), 0, flags, len, page_size, align, guard};
     memset(m, 0, sizeof(*m));
     m->size = sizeof(*m);
     hp_set_detail("");
@@ -102,7 +101,7 @@ static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint
         return hp_fail(HP_EBACKEND, "backend %s returned unknown status %d", b->name, rc);
     if (rc != HP_OK)
         return rc;
-    const char *fault = mapping_fault(m, len, page_size, 0, 0);
+    const char *fault = mapping_fault(m, len, page_size, align, guard);
     if (fault) {
         /* Unmap only what looks like a real mapping; a wild pointer from a
          * broken plugin must never reach munmap. */
@@ -119,6 +118,14 @@ static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint
         return hp_fail(HP_EBACKEND, "backend %s returned memory that is not mapped (%p, %llu bytes)",
                        b->name, m->addr, (unsigned long long)m->len);
     return HP_OK;
+}
+
+/* Ask one backend for a block mapping (no alignment beyond the page, no
+ * guard); HP_OK fills *m. */
+static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
+                        struct hp_mapping *m)
+{
+    return hp_backend_map(b, len, flags, page_size, 0, 0, m);
 }
 
 struct request {

@@ -21,6 +21,14 @@ struct hp_block {
     uint32_t pinned;              /* 1: opts->backend named the backend: no promotion */
 };
 
+/* Ask backend b for a mapping of len bytes at page_size (align and guard as
+ * in struct hp_map_request; 0 for none) and check it against the block
+ * rules of hp/backend.h: a mapping that breaks one is unmapped and the call
+ * fails with HP_EBACKEND. HP_OK fills *m; else the backend's error, its
+ * detail kept (alloc.c). */
+int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
+                       uint64_t align, uint64_t guard, struct hp_mapping *m);
+
 /* Usable bytes from m->addr (hp/backend.h: committed, 0 meaning len). */
 static inline uint64_t hp_committed(const struct hp_mapping *m)
 {

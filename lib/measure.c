@@ -146,3 +146,25 @@ int64_t hp_measure_huge_bytes(const void *addr, size_t len)
         return b;
     return hp_measure_smaps_huge_bytes(addr, len);
 }
+
+int64_t hp_measure_resident_bytes(const void *addr, size_t len)
+{
+    uint64_t ps = hp_os_page_size(), vpn = (uintptr_t)addr / ps, n = len / ps, present = 0;
+    int fd = hp_os_open("/proc/self/pagemap");
+    if (fd < 0)
+        return fd;
+    uint64_t e[512];
+    for (uint64_t done = 0; done < n;) {
+        uint64_t k = n - done < 512 ? n - done : 512;
+        int64_t got = hp_os_pread(fd, e, k * 8, (vpn + done) * 8);
+        if (got != (int64_t)(k * 8)) {
+            hp_os_close(fd);
+            return got < 0 ? got : -EIO;
+        }
+        for (uint64_t i = 0; i < k; i++)
+            present += (e[i] & PM_PRESENT) != 0;
+        done += k;
+    }
+    hp_os_close(fd);
+    return (int64_t)(present * ps);
+}

@@ -1,6 +1,6 @@
 /*
  * Measuring what the kernel really did to a range: how many of its bytes sit
- * in pages larger than the base page right now.
+ * in pages larger than the base page right now, and how many are resident.
  */
 #ifndef HP_LIB_MEASURE_H
 #define HP_LIB_MEASURE_H
@@ -19,5 +19,11 @@ int64_t hp_measure_smaps_huge_bytes(const void *addr, size_t len);
 
 /* The page-flags measure; -EPERM when PFNs are hidden (not root). */
 int64_t hp_measure_folio_huge_bytes(const void *addr, size_t len);
+
+/* Bytes of [addr, addr+len) present in memory now, from /proc/self/pagemap
+ * (the present bit is visible without privileges,
+ * Documentation/admin-guide/mm/pagemap.rst), or -errno. addr and len
+ * aligned to the base page. */
+int64_t hp_measure_resident_bytes(const void *addr, size_t len);
 
 #endif

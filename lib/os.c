@@ -120,6 +120,24 @@ int hp_os_advise(void *addr, size_t len, int advice)
     return madvise(addr, len, advice) == 0 ? 0 : -errno;
 }
 
+int hp_os_drop_pages(void *addr, size_t len)
+{
+    return hp_os_advise(addr, len, MADV_DONTNEED);
+}
+
+int hp_os_map_records(size_t len, void **out)
+{
+    void *p = NULL;
+    int rc = hp_os_map(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p);
+    if (rc < 0)
+        return rc;
+    /* Small scattered records: huge pages would only inflate RSS. A
+     * refusal is harmless (the records work on any page). */
+    hp_os_advise(p, len, MADV_NOHUGEPAGE);
+    *out = p;
+    return 0;
+}
+
 int hp_os_memfd(const char *name, unsigned flags, int *fd)
 {
     int rc = injected(HP_OS_MEMFD);
@@ -314,6 +332,19 @@ size_t hp_os_page_size(void)
         atomic_store_explicit(&cached, ps, memory_order_relaxed);
     }
     return ps;
+}
+
+uint64_t hp_os_pmd_page_size(void)
+{
+    static _Atomic uint64_t cached;
+    uint64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v)
+        return v;
+    if (hp_os_read_u64("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", &v) != 0 ||
+        v <= hp_os_page_size() || (v & (v - 1)))
+        return UINT64_C(2) << 20;   /* not cached: a failed read may be injected */
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+    return v;
 }
 
 int hp_os_open(const char *path)

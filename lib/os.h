@@ -41,6 +41,14 @@ int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void 
 int hp_os_advise(void *addr, size_t len, int advice);
 int hp_os_protect(void *addr, size_t len, int prot);
 
+/* madvise(MADV_DONTNEED): the pages of private anonymous (not hugetlb,
+ * not shared) memory in [addr, addr+len) go back to the kernel; the range
+ * stays mapped and reads as zero. addr aligned to the base page. */
+int hp_os_drop_pages(void *addr, size_t len);
+/* len bytes of private anonymous read-write memory for libhp's own records
+ * (never huge-backed: MADV_NOHUGEPAGE). *out is set only on success. */
+int hp_os_map_records(size_t len, void **out);
+
 /* The descriptor and NUMA calls plugins make through struct hp_host (their
  * preconditions are written there, include/hp/backend.h). memfd_create
  * always adds MFD_CLOEXEC; close of an fd < 0 is -EBADF without a call;
@@ -86,6 +94,11 @@ int hp_os_each_line(const char *path, int (*fn)(const char *line, void *ctx), vo
 
 /* Path under the test root, if one is set; else path itself. */
 const char *hp_os_path(const char *path, char *buf, size_t cap);
+
+/* The PMD page size THP reports (transparent_hugepage/hpage_pmd_size), the
+ * huge page of huge stacks; 2 MiB when unreadable (then read again next
+ * time). Cached once read. */
+uint64_t hp_os_pmd_page_size(void);
 
 /* Base page size (sysconf), cached. */
 size_t hp_os_page_size(void);

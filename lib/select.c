@@ -1,5 +1,7 @@
 #include "select.h"
+#include "hp/stack.h"
 
+#include <stdio.h>
 #include <string.h>
 
 uint64_t hp_flags_page_size(uint64_t flags)
@@ -253,4 +255,147 @@ void hp_select_credit_cached(struct hp_backend_caps *caps, uint32_t kind,
             caps->available = 1;
         }
     }
+}
+
+/* ---- stack planning ---- */
+
+#define STACK_HUGE_FLAGS (HP_STACK_HUGE | HP_STACK_HUGETLB | HP_STACK_THP)
+
+static void stack_note(char *why, size_t cap, const char *name, const char *what)
+{
+    size_t used = strlen(why);
+    if (used + 3 >= cap)
+        return;
+    snprintf(why + used, cap - used, "%s%s: %s", used ? "; " : "", name, what);
+}
+
+/* Index of page size ps in caps, or -1. */
+static int size_index(const struct hp_backend_caps *caps, uint64_t ps)
+{
+    unsigned n = caps->n_page_sizes < HP_MAX_PAGE_SIZES ? caps->n_page_sizes : HP_MAX_PAGE_SIZES;
+    for (unsigned i = 0; i < n; i++)
+        if (caps->page_sizes[i] == ps)
+            return (int)i;
+    return -1;
+}
+
+/* Can backend b serve the stack with page size ps (huge: every page from
+ * a pool that can reserve them; the kind of page the flags ask for)? NULL
+ * if yes, else why not. */
+static const char *stack_unfit(const struct hp_stack_request *req,
+                               const struct hp_select_backend *b, uint64_t ps, int huge,
+                               uint32_t *guaranteed, char *buf, size_t cap)
+{
+    int i = size_index(b->caps, ps);
+    if (i < 0) {
+        /* Said only of a backend with huge pages of other sizes. */
+        unsigned n = b->caps->n_page_sizes;
+        int larger = n && n <= HP_MAX_PAGE_SIZES && b->caps->page_sizes[n - 1] > req->base_page_size;
+        if (!larger)
+            return "";
+        snprintf(buf, cap, "no %llu KiB pages", (unsigned long long)(ps >> 10));
+        return buf;
+    }
+    *guaranteed = (b->caps->page_flags[i] & HP_PAGE_GUARANTEED) != 0;
+    if (!huge)
+        return NULL;
+    if ((req->flags & HP_STACK_HUGETLB) && !*guaranteed)
+        return "its pages are not from a reserved pool (HP_STACK_HUGETLB)";
+    if ((req->flags & HP_STACK_THP) && *guaranteed)
+        return "its pages are from a reserved pool, not THP (HP_STACK_THP)";
+    uint64_t need = req->usable / ps, room = b->caps->pool_free[i];
+    if (room != UINT64_MAX && room < need) {
+        snprintf(buf, cap, "pool can reserve %llu pages of %llu KiB, the stack needs %llu",
+                 (unsigned long long)room, (unsigned long long)(ps >> 10),
+                 (unsigned long long)need);
+        return buf;
+    }
+    return NULL;
+}
+
+/* Append the ways of one mode (page size ps) to out[n..max), ranked as
+ * hp_select ranks backends. Returns the new count; *offered says whether
+ * any eligible backend has the page size at all. */
+static unsigned stack_ways(const struct hp_stack_request *req, const struct hp_select_backend *bk,
+                           unsigned n_backends, uint64_t ps, struct hp_stack_plan *out,
+                           unsigned n, unsigned max, char *why, size_t why_cap, int *offered)
+{
+    int huge = ps > req->base_page_size;
+    struct hp_select_request sr = {.len = req->usable, .base_page_size = req->base_page_size,
+                                   .n_only = req->n_only, .only = req->only,
+                                   .n_never = req->n_never, .never = req->never};
+    unsigned first = n, tier[HP_STACK_PLAN_MAX];
+    for (unsigned i = 0; i < n_backends && n < max; i++) {
+        const struct hp_select_backend *b = &bk[i];
+        int pos;
+        if (!b->name)
+            continue;
+        uint32_t out_why = backend_out(&sr, b, &pos);
+        char buf[200];
+        const char *no = NULL;
+        uint32_t guaranteed = 0;
+        if (out_why == HP_WHY_UNAVAILABLE && b->caps && size_index(b->caps, ps) >= 0) {
+            *offered = 1;
+            snprintf(buf, sizeof(buf), "unavailable (%.120s)", b->caps->reason);
+            no = buf;
+        } else if (out_why == HP_WHY_EXCLUDED_ENV) {
+            no = "excluded by HP_BACKENDS";
+        } else if (out_why == HP_WHY_NOT_LISTED && (!b->caps || size_index(b->caps, ps) >= 0)) {
+            no = "not listed in HP_BACKENDS";
+        } else if (out_why != HP_WHY_CANDIDATE) {
+            continue;  /* unprobed third party, or no such page size: not a way */
+        } else {
+            *offered |= size_index(b->caps, ps) >= 0;
+            no = stack_unfit(req, b, ps, huge, &guaranteed, buf, sizeof(buf));
+        }
+        if (no) {
+            if (huge && no[0])
+                stack_note(why, why_cap, b->name, no);
+            continue;
+        }
+        /* Insert by tier (HP_BACKENDS position when it lists backends),
+         * stable: a handful of entries. */
+        unsigned t = req->n_only ? (unsigned)pos : tier_of(b->kind), j = n;
+        while (j > first && tier[j - first - 1] > t) {
+            out[j] = out[j - 1];
+            tier[j - first] = tier[j - first - 1];
+            j--;
+        }
+        out[j] = (struct hp_stack_plan){i, ps, guaranteed};
+        tier[j - first] = t;
+        n++;
+    }
+    return n;
+}
+
+unsigned hp_stack_plan(const struct hp_stack_request *req, const struct hp_select_backend *bk,
+                       unsigned n_backends, struct hp_stack_plan *out, unsigned max, char *why,
+                       size_t why_cap)
+{
+    unsigned n = 0;
+    int offered = 0;
+    if (why_cap)
+        why[0] = '\0';
+    if (max > HP_STACK_PLAN_MAX)
+        max = HP_STACK_PLAN_MAX;
+    if (req->flags & STACK_HUGE_FLAGS) {
+        n = stack_ways(req, bk, n_backends, req->huge_page_size, out, 0, max, why, why_cap,
+                       &offered);
+        if (!offered) {
+            char what[120];
+            snprintf(what, sizeof(what), "no backend offers %llu KiB pages",
+                     (unsigned long long)(req->huge_page_size >> 10));
+            stack_note(why, why_cap, what, "check HP_BACKEND_PATH and `hpctl status`");
+        }
+        if (!(req->flags & HP_STACK_ALLOW_LEAN))
+            return n;
+    }
+    int lean_offered = 0;
+    unsigned before = n;
+    n = stack_ways(req, bk, n_backends, req->base_page_size, out, n, max, why, why_cap,
+                   &lean_offered);
+    if (n == before && !(req->flags & STACK_HUGE_FLAGS))
+        stack_note(why, why_cap, "lean stack",
+                   "no backend allowed by HP_BACKENDS offers base pages");
+    return n;
 }

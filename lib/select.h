@@ -91,4 +91,43 @@ void hp_select_credit_cached(struct hp_backend_caps *caps, uint32_t kind,
 /* Requested page size encoded in flags, 0 if none. */
 uint64_t hp_flags_page_size(uint64_t flags);
 
+/* ---- stack planning (hp_stack_create) ----
+ *
+ * The same eligibility rules and tiers as hp_select (availability,
+ * HP_BACKENDS order and exclusions, HP_KIND_OTHER only when HP_BACKENDS
+ * names it); what a stack needs from a backend is one page size. */
+
+struct hp_stack_request {
+    uint64_t flags;            /* HP_STACK_*, validated */
+    uint64_t usable;           /* bytes, rounded to the huge page for huge mode */
+    uint64_t huge_page_size;   /* PMD size */
+    uint64_t base_page_size;
+    unsigned n_only;           /* HP_BACKENDS: only these backends, in this order ... */
+    const char (*only)[HP_OPT_NAME_LEN];
+    unsigned n_never;          /* ... and never these */
+    const char (*never)[HP_OPT_NAME_LEN];
+};
+
+/* One way to make the stack: map it through backend (an index into the
+ * backends array) with page_size pages. */
+struct hp_stack_plan {
+    unsigned backend;
+    uint64_t page_size;        /* huge_page_size (huge) or base_page_size (lean) */
+    uint32_t guaranteed;       /* the page size is HP_PAGE_GUARANTEED (a reserved pool) */
+};
+
+#define HP_STACK_PLAN_MAX 8
+
+/* Ways to make the stack, best first. Huge mode: the backends that offer
+ * the huge page size, pooled ones only when the pool can reserve every
+ * page, ranked by hp_select's tiers (hugetlb, THP, mTHP) or HP_BACKENDS
+ * order; HP_STACK_HUGETLB keeps only guaranteed (reserved pool) page sizes,
+ * HP_STACK_THP only the others. Lean mode, and after the huge ways with
+ * HP_STACK_ALLOW_LEAN: the backends that offer the base page size, ranked
+ * the same way. Returns the count; 0 means the mode cannot be served
+ * (why_cap bytes of why say why, per backend). Pure. */
+unsigned hp_stack_plan(const struct hp_stack_request *req, const struct hp_select_backend *bk,
+                       unsigned n_backends, struct hp_stack_plan *out, unsigned max, char *why,
+                       size_t why_cap);
+
 #endif

@@ -1,6 +1,7 @@
 /*
  * Stacks (include/hp/stack.h), inside the core:
- *  - stack.c: validation, the mode plan, mapping and unmapping layouts;
+ *  - stack.c: validation, the plan's use (lib/select.c plans), mapping and
+ *    unmapping through the backends' ops;
  *  - stack_cache.c: the handle table and the cache of released stacks, both
  *    under one mutex that is never held across a syscall.
  */
@@ -13,17 +14,20 @@
 
 #include <pthread.h>
 
-/* One mapped stack: what a handle owns and what the cache keeps. */
+struct hp_backend;
+
+/* One mapped stack: what a handle owns and what the cache keeps. The
+ * backend that mapped it (its ops unmap and advise it) and its mapping as
+ * the backend returned it: usable memory at m.addr, the guard is the
+ * PROT_NONE [m.addr - guard, m.addr), and unmap releases all of
+ * [m.map_addr, m.map_addr + m.map_len). */
 struct hp_stack_map {
-    void *map_addr;            /* guard_addr: start of the whole range */
-    uint64_t map_len;          /* guard + usable */
-    void *base;                /* usable start */
-    uint64_t usable;
+    struct hp_backend *backend;
+    struct hp_mapping m;
+    uint64_t usable;           /* bytes from m.addr handed out (<= m.len) */
     uint64_t guard;
-    uint64_t page_size;        /* base page (lean) or the huge page */
-    uint32_t kind;             /* HP_KIND_BASE, HP_KIND_THP, HP_KIND_HUGETLB */
+    uint32_t kind;             /* the backend's kind (enum hp_backend_kind) */
     uint32_t kept;             /* cached with its pages (not released) */
-    char source[32];
     uint64_t gen;              /* hp_fork_gen() when it was mapped (lib/cache.h) */
 };
 
@@ -47,42 +51,11 @@ struct hp_stack {
     pthread_t thread;          /* HP_STACK_THREAD / JOINING */
 };
 
-/* ---- plan (stack.c): a pure function, unit-tested with fabricated caps ---- */
-
-struct hp_stack_request {
-    uint64_t flags;            /* HP_STACK_*, validated */
-    uint64_t usable;           /* bytes, rounded to the huge page for huge mode */
-    uint64_t huge_page_size;   /* PMD size */
-    uint64_t base_page_size;
-    unsigned n_only;           /* HP_BACKENDS: only these backends ... */
-    const char (*only)[HP_OPT_NAME_LEN];
-    unsigned n_never;          /* ... and never these */
-    const char (*never)[HP_OPT_NAME_LEN];
-};
-
-struct hp_stack_plan {
-    uint32_t kind;             /* HP_KIND_HUGETLB, HP_KIND_THP or HP_KIND_BASE */
-    int backend;               /* index into the backends array, -1 for lean */
-};
-
-#define HP_STACK_PLAN_MAX 8
-
-/* Ways to make the stack, best first: hugetlb backends whose pool can
- * reserve every page, then available THP backends with the PMD size, then
- * lean (lean mode, or HP_STACK_ALLOW_LEAN). HP_STACK_HUGETLB / HP_STACK_THP
- * keep only that kind. Returns the count; 0 means huge mode cannot be served
- * (why_cap bytes of why say why, per backend). */
-unsigned hp_stack_plan(const struct hp_stack_request *req, const struct hp_select_backend *bk,
-                       unsigned n_backends, struct hp_stack_plan *out, unsigned max, char *why,
-                       size_t why_cap);
-
-/* Unmap a stack's whole range (stack.c). */
+/* Unmap a stack's whole range through its backend (stack.c); a refusal is
+ * retried once, then logged. */
 void hp_stack_unmap(const struct hp_stack_map *m);
 
 /* ---- handle table and cache (stack_cache.c) ---- */
-
-/* Kinds a cached stack may have to serve a request (bit 1 << kind). */
-#define HP_STACK_KIND_BIT(kind) (1u << (kind))
 
 /* A new handle record for m. Returns HP_OK or HP_ENOMEM (table full). */
 int32_t hp_stack_table_add(const struct hp_stack_map *m, uint64_t flags, uint32_t from_cache,
@@ -106,15 +79,17 @@ int32_t hp_stack_table_set_thread(struct hp_stack *s, pthread_t thread);
 int32_t hp_stack_table_begin_join(struct hp_stack *s, const char *fn, pthread_t *thread);
 void hp_stack_table_end_join(struct hp_stack *s);
 
-/* Take a cached stack of one of kinds (HP_STACK_KIND_BIT mask) with exactly
- * this usable and guard size, as a new live handle; a kept one first, else
+/* Take a cached stack mapped with page_size pages, with exactly this
+ * usable and guard size, whose mapping flags (HP_MAP_*) include every bit
+ * of need and none of refuse, as a new live handle; a kept one first, else
  * the most recently cached. Returns 1 (hit, *out set) or 0 (miss). */
-int32_t hp_stack_cache_take(uint32_t kinds, uint64_t usable, uint64_t guard, uint64_t flags,
-                            struct hp_stack **out);
+int32_t hp_stack_cache_take(uint64_t page_size, uint32_t need, uint32_t refuse, uint64_t usable,
+                            uint64_t guard, uint64_t flags, struct hp_stack **out);
 
 /* Offer a retired stack to the cache, which keeps its pages within the
- * keep budget, else releases them (MADV_DONTNEED), or unmaps it. Never
- * fails: whatever is not cached is unmapped. */
+ * keep budget, else releases them (hp_os_drop_pages: private memory not
+ * from a pool only), or unmaps it. A shared (HP_MAP_SHARED) stack is never
+ * cached. Never fails: whatever is not cached is unmapped. */
 void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags);
 
 /* Tests: live handle records (LIVE, THREAD, JOINING). */

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* Records live in chunks of libhp's own mappings, mapped as needed and never
  * unmapped, so validating a handle is arithmetic on the pointer (it never
@@ -64,13 +63,13 @@ static void init_once(void)
     pthread_atfork(lock_table, after_fork, after_fork);
 }
 
-/* A cached hugetlb stack from before a fork may share its pages with the
- * other process: writing them needs pool pages that nobody reserved
- * (mm/hugetlb.c hugetlb_wp), so it is never handed out again, in the child
- * or in the parent; it is unmapped instead. */
+/* A cached stack of pool pages (hugetlb) from before a fork may share its
+ * pages with the other process: writing them needs pool pages that nobody
+ * reserved (mm/hugetlb.c hugetlb_wp), so it is never handed out again, in
+ * the child or in the parent; it is unmapped instead. */
 static int stale(const struct hp_stack_map *m)
 {
-    return m->kind == HP_KIND_HUGETLB && m->gen != hp_fork_gen();
+    return (m->m.flags & HP_MAP_POOL) && m->gen != hp_fork_gen();
 }
 
 static void lock(void)
@@ -108,13 +107,10 @@ static struct hp_stack *new_record(const char **why)
     if (T.high_water == T.n_chunks * CHUNK_RECORDS) {
         size_t len = (size_t)CHUNK_RECORDS * sizeof(struct hp_stack);
         void *p;
-        if (hp_os_map(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0,
-                      &p) != 0) {
+        if (hp_os_map_records(len, &p) != 0) {
             *why = "cannot map the stack handle table (out of memory)";
             return NULL;
         }
-        /* Small scattered records: huge pages would only inflate RSS. */
-        hp_os_advise(p, len, MADV_NOHUGEPAGE);
         T.chunks[T.n_chunks++] = p;
     }
     struct hp_stack *r = at(++T.high_water);
@@ -326,14 +322,15 @@ uint64_t hp_stack_table_live(void)
 
 static void evict(int everything);
 
-int32_t hp_stack_cache_take(uint32_t kinds, uint64_t usable, uint64_t guard, uint64_t flags,
-                            struct hp_stack **out)
+int32_t hp_stack_cache_take(uint64_t page_size, uint32_t need, uint32_t refuse, uint64_t usable,
+                            uint64_t guard, uint64_t flags, struct hp_stack **out)
 {
     lock();
     struct hp_stack *r = at(T.cache_head), *found = NULL;
     for (; r; r = at(r->next)) {
-        if (!(kinds & HP_STACK_KIND_BIT(r->m.kind)) || r->m.usable != usable ||
-            r->m.guard != guard || stale(&r->m))
+        uint32_t mf = r->m.m.flags;
+        if (r->m.m.page_size != page_size || (mf & need) != need || (mf & refuse) ||
+            r->m.usable != usable || r->m.guard != guard || stale(&r->m))
             continue;
         if (!found || r->m.kept)
             found = r;
@@ -403,16 +400,19 @@ void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags)
     lock();
     int wanted = !(flags & HP_STACK_NOCACHE) && T.stats.max_stacks > 0 &&
                  c.usable <= T.stats.max_bytes;
-    wanted = wanted && !stale(&c);
+    /* Shared memory (a memfd, say) is another process's too: never reused. */
+    wanted = wanted && !stale(&c) && !(c.m.flags & HP_MAP_SHARED);
     c.kept = wanted && T.stats.kept_bytes + c.usable <= T.stats.keep_bytes;
     unlock_table();
     if (wanted && !c.kept) {
-        /* MADV_DONTNEED on hugetlb frees the page but keeps it reserved for
-         * this mapping (resv_hugepages, Linux 6.18): the pool gains nothing. */
-        if (c.kind == HP_KIND_HUGETLB) {
+        /* Dropping hugetlb pages frees them but keeps them reserved for
+         * this mapping (resv_hugepages, Linux 6.18): the pool gains
+         * nothing, so pool memory is unmapped instead. */
+        if (c.m.flags & HP_MAP_POOL) {
             wanted = 0;
-        } else if (hp_os_advise(c.base, c.usable, MADV_DONTNEED) < 0) {
-            hp_log("stack %p: MADV_DONTNEED failed; unmapping instead of caching", c.base);
+        } else if (hp_os_drop_pages(c.m.addr, c.usable) < 0) {
+            hp_log("stack %p: dropping its pages failed; unmapping instead of caching",
+                   c.m.addr);
             wanted = 0;
         }
     }

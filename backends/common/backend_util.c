@@ -66,15 +66,28 @@ int hpb_reserve(const struct hp_host *h, uint64_t len, uint64_t align, void **ou
 int hpb_reserve_guarded(const struct hp_host *h, uint64_t len, uint64_t align, uint64_t guard,
                         void **map_addr, void **addr)
 {
-    uint64_t room = hpb_round_up(guard, align);
-    void *r;
-    int rc = hpb_reserve(h, room + len, align, &r);
-    if (rc != HP_OK)
-        return rc;
-    char *at = (char *)r + room, *start = at - guard;
-    if (start > (char *)r && h->os_unmap(r, (uint64_t)(start - (char *)r)) < 0) {
-        hpb_discard(h, r, room + len);
-        return hpb_fail(h, HP_ENOMEM, "trimming the reservation below the guard failed");
+    /* One reservation with room to slide to the alignment, trimmed at both
+     * ends: one mmap and at most two munmaps. */
+    uint64_t base = h->base_page_size, slack = align > base ? align - base : 0;
+    uint64_t total = guard + len + slack;
+    void *raw;
+    int rc = h->os_map(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                       0, &raw);
+    if (rc < 0)
+        return hpb_fail(h, HP_ENOMEM, "reserving %llu bytes of address space failed: %s",
+                        (unsigned long long)total, strerror(-rc));
+    char *at = (char *)hpb_round_up((uintptr_t)raw + guard, align), *start = at - guard;
+    char *end = (char *)raw + total;
+    uint64_t head = (uint64_t)(start - (char *)raw), tail = (uint64_t)(end - (at + len));
+    if (head && (rc = h->os_unmap(raw, head)) < 0) {
+        hpb_discard(h, raw, total);
+        return hpb_fail(h, HP_ENOMEM, "trimming the reservation below the guard failed: %s",
+                        strerror(-rc));
+    }
+    if (tail && (rc = h->os_unmap(at + len, tail)) < 0) {
+        hpb_discard(h, start, total - head);
+        return hpb_fail(h, HP_ENOMEM, "trimming the reservation above the block failed: %s",
+                        strerror(-rc));
     }
     *map_addr = start;
     *addr = at;

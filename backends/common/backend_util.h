@@ -21,6 +21,14 @@ static inline uint64_t hpb_round_up(uint64_t v, uint64_t align)
     return (v + align - 1) / align * align;
 }
 
+/* Does the request name the base page size in its flags (HP_F_PAGE_SHIFT)?
+ * Then the mapping must not be backed by larger pages (hp/backend.h). */
+static inline int hpb_wants_base_pages(const struct hp_host *h, const struct hp_map_request *req)
+{
+    uint64_t shift = (req->flags & HP_F_PAGE_SHIFT_MASK) >> HP_F_PAGE_SHIFT_POS;
+    return shift && (UINT64_C(1) << shift) == h->base_page_size;
+}
+
 /* Map len bytes of private anonymous read-write memory whose start is
  * aligned to align (a power of two >= the base page). extra_flags are or-ed
  * into the mmap flags. Returns HP_OK or HP_ENOMEM (detail set). */

@@ -9,6 +9,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#ifndef MAP_STACK
+#define MAP_STACK 0x20000
+#endif
+
 static const struct hp_host *host;
 
 static int fallback_probe(void *self, struct hp_backend_caps *caps)
@@ -22,12 +26,53 @@ static int fallback_probe(void *self, struct hp_backend_caps *caps)
     return HP_OK;
 }
 
+/* A guarded mapping that needs no alignment (a lean stack): one PROT_NONE
+ * mapping, the usable part made writable, as glibc maps thread stacks. The
+ * guard is never charged to the commit limit (PROT_NONE private memory is
+ * not accounted, mm/mmap.c accountable_mapping), the usable part is when it
+ * becomes writable. base_only: MADV_NOHUGEPAGE before any page exists
+ * (MAP_STACK means VM_NOHUGEPAGE only since Linux 6.7; the advice also keeps
+ * every mTHP size away: thp_vma_allowable_orders checks VM_NOHUGEPAGE). */
+static int map_with_guard(uint64_t guard, uint64_t len, int base_only, struct hp_mapping *out)
+{
+    void *p;
+    int rc = host->os_map(NULL, guard + len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+                          -1, 0, &p);
+    if (rc < 0)
+        return hpb_fail(host, HP_ENOMEM, "mmap of %llu bytes failed: %s",
+                        (unsigned long long)(guard + len), strerror(-rc));
+    const char *what = "madvise(MADV_NOHUGEPAGE)";
+    if (base_only)
+        rc = host->os_advise(p, guard + len, MADV_NOHUGEPAGE);
+    if (rc == 0) {
+        what = "mprotect of the usable part";
+        rc = host->os_protect((char *)p + guard, len, PROT_READ | PROT_WRITE);
+    }
+    if (rc < 0) {
+        hpb_discard(host, p, guard + len);
+        return hpb_fail(host, rc == -ENOMEM ? HP_ENOMEM : HP_EOS, "%s failed: %s", what,
+                        strerror(-rc));
+    }
+    out->map_addr = p;
+    out->map_len = guard + len;
+    out->addr = (char *)p + guard;
+    out->len = out->committed = len;
+    return HP_OK;
+}
+
 static int fallback_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
 {
     uint64_t len = hpb_round_up(req->len, host->base_page_size);
+    int base_only = hpb_wants_base_pages(host, req);
+    int stack_like = req->guard && req->align <= host->base_page_size;
     void *p;
     int rc;
-    if (req->guard || req->align > host->base_page_size) {
+    if (stack_like) {
+        rc = map_with_guard(req->guard, len, base_only, out);
+        if (rc != HP_OK)
+            return rc;
+        p = out->addr;
+    } else if (req->guard || req->align > host->base_page_size) {
         rc = hpb_map_guarded(host, req, len, host->base_page_size, 0, out);
         if (rc != HP_OK)
             return rc;
@@ -39,6 +84,14 @@ static int fallback_map(void *self, const struct hp_map_request *req, struct hp_
         out->addr = out->map_addr = p;
         out->len = out->map_len = out->committed = len;
         out->flags = HP_MAP_CARVABLE;
+    }
+    /* Base pages asked for by name: no THP either, whatever the system
+     * setting (hp/backend.h); map_with_guard advised already. */
+    if (base_only && !stack_like &&
+        (rc = host->os_advise(out->map_addr, out->map_len, MADV_NOHUGEPAGE)) < 0) {
+        hpb_discard(host, out->map_addr, out->map_len);
+        return hpb_fail(host, rc == -ENOMEM ? HP_ENOMEM : HP_EOS,
+                        "madvise(MADV_NOHUGEPAGE) failed: %s", strerror(-rc));
     }
     if (req->flags & HP_F_POPULATE) {
         rc = hpb_populate(host, p, len);

@@ -290,6 +290,14 @@ static int nl_map(void *self, const struct hp_map_request *req, struct hp_mappin
         host->os_unmap(start, guard + len);
         return rc;
     }
+    /* Base pages asked for by name (a lean stack): no THP either, even
+     * with THP "always" (the rule of hp_map_request). */
+    uint64_t shift = (req->flags & HP_F_PAGE_SHIFT_MASK) >> HP_F_PAGE_SHIFT_POS;
+    if (page == base && shift && (UINT64_C(1) << shift) == base &&
+        (rc = host->os_advise(start, guard + len, MADV_NOHUGEPAGE)) < 0) {
+        host->os_unmap(start, guard + len);
+        return fail(nl, HP_EOS, "madvise(MADV_NOHUGEPAGE) failed", -rc);
+    }
     out->addr = addr;
     out->len = len;
     out->map_addr = start;

@@ -16,9 +16,11 @@
  * core never reads a plugin's cookie and never treats a backend differently
  * because of its name: what the core's cache of freed ranges and hp_realloc
  * need to know about a mapping is in struct hp_mapping (committed, flags)
- * and struct hp_backend_caps, which any plugin can fill. (Stacks,
- * hp/stack.h, do not go through backends yet; the align and guard of
- * struct hp_map_request are there for them.)
+ * and struct hp_backend_caps, which any plugin can fill. Stacks
+ * (hp/stack.h) go through the same door: hp_stack_create is one map request
+ * with align and guard, then advise (populate) and unmap; a plugin that
+ * offers the PMD page size serves huge stacks, one that offers the base
+ * page lean ones (kind HP_KIND_OTHER only when HP_BACKENDS names it).
  *
  * A plugin is a shared object in a directory of HP_BACKEND_PATH or in the
  * built-ins' directory (`pkg-config --variable=backenddir libhp`). It must not
@@ -207,14 +209,23 @@ struct hp_backend_caps {
  *     as the block's rules of fork (HP_MAP_POOL, HP_MAP_SHARED) are obeyed.
  *     Pool pages must be reserved at map time (MAP_HUGETLB reserves them;
  *     a hugetlb memfd needs fallocate or MAP_POPULATE).
+ *   - on base pages only when flags names the base page size
+ *     (HP_F_PAGE_SHIFT_MASK bits equal to the base page's shift, as
+ *     hp_page_size_flag(base page) sets them): then no part of the mapping
+ *     may be backed by a larger page, whatever the THP setting ("always"
+ *     included) — advise MADV_NOHUGEPAGE on [map_addr, map_addr + map_len),
+ *     which also rules out every mTHP size. Lean stacks ask this way;
+ *     without the page-size bits a base-page mapping may get THP where the
+ *     system setting gives it.
  * The core checks the returned mapping (addr aligned to max(page_size,
  * align), the guard and len inside [map_addr, map_addr + map_len), len >= the
  * request's len, committed within the mapping); a mapping that breaks a rule
  * is unmapped with unmap and the request fails with HP_EBACKEND and a detail
  * naming the rule. Population: with HP_F_POPULATE in flags, map prefaults the
  * memory itself or leaves it to advise; the core calls advise(self, m, flags)
- * after a successful map when flags has HP_F_POPULATE or HP_F_COLLAPSE, and
- * after hp_realloc grew a block with them.
+ * after a successful map when flags has HP_F_POPULATE or HP_F_COLLAPSE,
+ * after hp_realloc grew a block with them, and on a cached stack handed out
+ * again with HP_STACK_POPULATE.
  */
 struct hp_map_request {
     uint32_t size;               /* sizeof(struct hp_map_request) */
@@ -229,7 +240,7 @@ struct hp_map_request {
     uint64_t guard;              /* bytes of PROT_NONE address space directly below
                                     addr, a multiple of the base page, part of
                                     [map_addr, map_addr + map_len); 0 for none
-                                    (stacks ask for one) */
+                                    (stacks ask for one, with align = page_size) */
 };
 
 /* hp_mapping.flags: what the core may do with a mapping. A plugin sets only

@@ -9,14 +9,25 @@
  * modes:
  *
  *   lean (default)  never backed by huge pages, whatever the THP setting and
- *                   kernel version (MAP_STACK and MADV_NOHUGEPAGE on the whole
- *                   mapping, which also rules out every mTHP size). RSS grows
- *                   only with the base pages the code touches.
+ *                   kernel version: the request names the base page size,
+ *                   and a backend then advises MADV_NOHUGEPAGE on the whole
+ *                   mapping, which also rules out every mTHP size
+ *                   (hp/backend.h). RSS grows only with the base pages the
+ *                   code touches.
  *   huge            the usable range is whole, aligned PMD-size huge pages
  *                   (2 MiB on x86-64), from the hugetlb pool or from THP,
  *                   whichever the backend probes say can serve (hugetlb
  *                   first: its pages are reserved when the stack is made).
  *                   The guard is a separate mapping just below them.
+ *
+ * Every stack is mapped by a backend (hp/backend.h): one map request with
+ * the page size, align = the page size and the guard, chosen by the same
+ * rules as blocks (README "Selection policy"): huge mode takes the backends
+ * that offer the PMD page size, reserved pools first; lean mode those that
+ * offer the base page (the built-in "fallback"). HP_BACKENDS applies as for
+ * blocks: its order replaces the tiers, "-name" excludes, and a third-party
+ * plugin (kind other) serves stacks only when HP_BACKENDS names it. A stack
+ * is prefaulted and unmapped through the backend that mapped it.
  *                   Caveat for hugetlb (the fork rule of hp/alloc.h): after
  *                   fork() a write to a page of a hugetlb stack that existed
  *                   at the fork, by either process, needs a free unreserved
@@ -63,8 +74,11 @@ struct hp_stack;
  * rejected with HP_EFLAGS. HP_STACK_LEAN (0) is the default mode. */
 #define HP_STACK_LEAN       UINT64_C(0)
 #define HP_STACK_HUGE       UINT64_C(0x1)   /* huge mode (hugetlb or THP) */
-#define HP_STACK_HUGETLB    UINT64_C(0x2)   /* huge mode from the hugetlb pool only */
-#define HP_STACK_THP        UINT64_C(0x4)   /* huge mode from THP only */
+#define HP_STACK_HUGETLB    UINT64_C(0x2)   /* huge mode from a reserved pool only
+                                               (page size HP_PAGE_GUARANTEED:
+                                               hugetlb) */
+#define HP_STACK_THP        UINT64_C(0x4)   /* huge mode from THP only (any page
+                                               size not from a reserved pool) */
 #define HP_STACK_ALLOW_LEAN UINT64_C(0x8)   /* huge mode if possible, else a lean
                                                stack instead of HP_ENOHUGE */
 #define HP_STACK_POPULATE   UINT64_C(0x10)  /* prefault the whole usable range now */
@@ -102,9 +116,11 @@ struct hp_stack_opts {
  * reserved for the stack anyway; a hugetlb cgroup limit then fails here with
  * HP_ENOMEM instead of raising SIGBUS later). Returns NULL on failure
  * with hp_last_error() set: HP_ESIZE (0 or above HP_STACK_MAX_SIZE),
- * HP_EFLAGS, HP_ENOHUGE (huge mode and neither hugetlb nor THP can serve; the
- * detail says why for each), HP_ENOMEM (out of memory, address space or
- * mappings), HP_EOS, HP_EENV. Thread-safe. */
+ * HP_EFLAGS, HP_ENOHUGE (huge mode and no backend can serve; the detail says
+ * why for each), HP_ENOBACKEND (lean mode and HP_BACKENDS allows no backend
+ * with base pages), HP_ENOMEM (out of memory, address space or mappings),
+ * HP_EOS, HP_EBACKEND (a plugin broke the rules of its mapping), HP_EENV.
+ * Thread-safe. */
 HP_EXTERN(struct hp_stack *) hp_stack_create(size_t size, uint64_t flags);
 
 /* hp_stack_create with options; opts may be NULL (same as flags 0).
@@ -137,11 +153,13 @@ HP_EXTERN(size_t) hp_stack_size(const struct hp_stack *s);
 struct hp_stack_info {
     uint32_t size;            /* in: sizeof as the caller knows it */
     uint32_t mode;            /* HP_STACK_MODE_* actually obtained */
-    uint32_t kind;            /* enum hp_backend_kind: HP_KIND_BASE (lean),
-                                 HP_KIND_THP or HP_KIND_HUGETLB */
+    uint32_t kind;            /* enum hp_backend_kind of the backend that
+                                 mapped it: HP_KIND_BASE (lean, "fallback"),
+                                 HP_KIND_THP, HP_KIND_HUGETLB, or a
+                                 plugin's kind */
     uint32_t from_cache;      /* 1 if this stack was reused from the cache */
-    char source[32];          /* backend whose probe allowed huge mode
-                                 ("hugetlbfs", "thp-madvise"), or "lean" */
+    char source[32];          /* the backend that mapped it ("hugetlbfs",
+                                 "thp-madvise", "fallback", a plugin's name) */
     uint64_t flags;           /* HP_STACK_* given at creation */
     uint64_t base_addr;       /* == hp_stack_base() */
     uint64_t usable_size;     /* == hp_stack_size() */
@@ -183,7 +201,8 @@ HP_EXTERN(int32_t) hp_stack_thread_join(struct hp_stack *s, void **retval);
 /*
  * Cache. One per process, shared by all threads. Destroyed stacks go in at
  * the most-recently-used end; a create takes a cached stack of exactly its
- * mode, rounded size and guard size (a kept one first, then the most recent);
+ * page size, rounded size and guard size (HP_STACK_HUGETLB: of pool pages;
+ * HP_STACK_THP: not of pool pages), a kept one first, then the most recent;
  * when max_stacks or max_bytes (usable bytes of all cached stacks) is
  * exceeded, the least recently used stacks are unmapped.
  *
@@ -194,9 +213,10 @@ HP_EXTERN(int32_t) hp_stack_thread_join(struct hp_stack *s, void **retval);
  *     are whatever the last user left.
  *   - Otherwise its pages are RELEASED with MADV_DONTNEED as it enters the
  *     cache: it holds address space only, and comes back zero-filled.
- *     A hugetlb stack is never released that way (the dropped page would
- *     stay reserved for the mapping, so the pool would get nothing back): if
- *     it cannot be kept it is unmapped at once.
+ *     A stack of pool pages (hugetlb, HP_MAP_POOL) is never released that
+ *     way (the dropped page would stay reserved for the mapping, so the pool
+ *     would get nothing back): if it cannot be kept it is unmapped at once.
+ *     A stack of shared memory (a plugin's HP_MAP_SHARED) is never cached.
  *   keep_bytes = 0 gives every byte of memory back at destroy; keep_bytes >=
  *   max_bytes never drops anything. The memory the cache can hold is at most
  *   keep_bytes (only touched pages count toward RSS).

@@ -62,21 +62,18 @@ mkdir -m 755 "$plugins" && cp "$root/numa-local.so" "$plugins/" &&
 check "the plugin directory is trusted: owned by us, not group/other writable" sh -c "
   test \"\$(stat -c '%u %a' '$plugins')\" = '$(id -u) 755' &&
   test \"\$(stat -c '%u %a' '$plugins/numa-local.so')\" = '$(id -u) 644'"
-# hp_stack_opts names a backend only once stacks are served through backends.
 app_defs=
-printf '#include <hp.h>\nint main(void){struct hp_stack_opts o = HP_STACK_OPTS_INIT; o.backend = "x"; return (int)o.size;}\n' > "$root/stackprobe.c"
-cc -std=c11 "$root/stackprobe.c" $(pkg-config --cflags libhp) -o "$root/stackprobe" 2> /dev/null &&
-  app_defs=-DHP_TEST_STACK_BACKEND
 # hp_info reports the node once the query op reaches struct hp_block_info.
 printf '#include <hp.h>\nint main(void){struct hp_block_info i = HP_BLOCK_INFO_INIT; return i.numa_node;}\n' > "$root/infoprobe.c"
 cc -std=c11 "$root/infoprobe.c" $(pkg-config --cflags libhp) -o "$root/infoprobe" 2> /dev/null &&
   app_defs="$app_defs -DHP_TEST_INFO_NUMA"
 check "an application builds with cc \$(pkg-config --cflags --libs libhp)" sh -c "
   cc -std=c11 -Wall -Werror $app_defs '$src/tests/pkg/plugin_user.c' \$(pkg-config --cflags --libs libhp) -o '$root/plugin_user'"
-# use CHECK BACKEND: one plugin_user run; exit 77 is a skip with its reason.
+# use DESC CHECK BACKEND [VAR=VALUE]: one plugin_user run; exit 77 is a skip
+# with its reason.
 use() {
   desc="$1 ($3)"
-  HP_BACKEND_PATH=$plugins "$root/plugin_user" "$2" "$3" > "$root/out" 2>&1
+  env HP_BACKEND_PATH="$plugins" ${4:-} "$root/plugin_user" "$2" "$3" > "$root/out" 2>&1
   rc=$?
   n=$((n + 1))
   if [ $rc -eq 0 ]; then echo "ok $n - $desc"
@@ -94,7 +91,9 @@ for b in numa-local thp-madvise; do
   use "opts.backend names it: served by it, hp_info numa_node, numa_maps N<node>=" serve $b
   use "free then alloc of the same size is a cache hit (hp_cache_get_stats)" cache $b
   use "hp_realloc grows in place while the headroom lasts" realloc $b
-  use "hp_stack_create with the backend named: aligned, guarded, placed" stack $b
+  # Stacks have no backend option: HP_BACKENDS names the only backend allowed.
+  use "hp_stack_create with only it allowed: huge, aligned, guard faults, placed" stack $b \
+    HP_BACKENDS=$b
   use "exit with its memory in the cache: destructors unmap through it, then fini" exit $b
 done
 flock -u 9

@@ -7,7 +7,9 @@
  *                                numa_node and /proc/self/numa_maps agree
  *   plugin_user cache   BACKEND  free then alloc of the same size is a hit
  *   plugin_user realloc BACKEND  growth stays in place while headroom lasts
- *   plugin_user stack   BACKEND  hp_stack_create through that backend
+ *   plugin_user stack   BACKEND  hp_stack_create through that backend (run with
+ *                                HP_BACKENDS=BACKEND: a huge stack, its guard
+ *                                faulting, smaps huge bytes, numa_maps)
  *   plugin_user exit    BACKEND  a process exits normally with a block of
  *                                BACKEND in libhp's cache (libhp's
  *                                destructors give it back through the
@@ -29,9 +31,11 @@
 
 #include <inttypes.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MIB (UINT64_C(1) << 20)
@@ -291,12 +295,57 @@ static int grow(void)
     return hp_free(p) == HP_OK ? 0 : failf("hp_free");
 }
 
+/* The VMA holding addr in /proc/self/smaps: its permissions and its
+ * AnonHugePages bytes. */
+static int smaps_of(const void *addr, char perms[8], uint64_t *huge)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0, found = 0;
+    *huge = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        uint64_t lo, hi;
+        char p[8];
+        unsigned long long kb;
+        /* Only a VMA's first line has "start-end perms". */
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s", &lo, &hi, p) == 3) {
+            if (in)
+                break;
+            in = (uint64_t)(uintptr_t)addr >= lo && (uint64_t)(uintptr_t)addr < hi;
+            if (in) {
+                snprintf(perms, 8, "%s", p);
+                found = 1;
+            }
+        } else if (in && sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) {
+            *huge = (uint64_t)kb * 1024;
+        }
+    }
+    if (f)
+        fclose(f);
+    return found ? 0 : -1;
+}
+
+/* Stacks go through backends like blocks: with HP_BACKENDS naming only
+ * BACKEND (check-install.sh sets it), a huge stack is mapped by it,
+ * aligned, with a PROT_NONE guard right below that faults, its memory
+ * huge (smaps) and placed (numa_maps). */
 static int stack(void)
 {
-#ifdef HP_TEST_STACK_BACKEND
+    /* A backend without a huge page size here (THP "never") cannot serve a
+     * huge stack: a skip. One that has one must serve it. */
+    int huge_size = 0;
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        if (hp_backend_get((uint32_t)i, &bi) == HP_OK && !strcmp(bi.name, backend))
+            for (uint32_t k = 0; k < bi.n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
+                huge_size |= bi.available && bi.page_sizes[k] == 2 * MIB;
+    }
+    if (!huge_size) {
+        printf("SKIP: %s offers no 2 MiB pages here (hpctl status)\n", backend);
+        return 77;
+    }
     struct hp_stack_opts o = HP_STACK_OPTS_INIT;
     o.flags = HP_STACK_HUGE | HP_STACK_POPULATE;
-    o.backend = backend;
     struct hp_stack *s = hp_stack_create_ex(4 * MIB, &o);
     if (!s)
         return failf("hp_stack_create_ex");
@@ -304,36 +353,50 @@ static int stack(void)
     if (hp_stack_get_info(s, &si) != HP_OK)
         return failf("hp_stack_get_info");
     printf("# stack: source %s, page size %" PRIu64 ", guard %" PRIu64 " bytes at %#" PRIx64
-           ", base %#" PRIx64 "\n", si.source, si.page_size, si.guard_size, si.guard_addr,
-           si.base_addr);
-    if (strcmp(si.source, backend) || si.base_addr % si.page_size ||
-        si.guard_addr + si.guard_size != si.base_addr || si.guard_size == 0) {
-        printf("FAIL: stack not from %s, misaligned or without its guard\n", backend);
+           ", base %#" PRIx64 ", %" PRIu64 " of %" PRIu64 " bytes huge (hp_stack_get_info)\n",
+           si.source, si.page_size, si.guard_size, si.guard_addr, si.base_addr, si.huge_bytes,
+           si.usable_size);
+    if (strcmp(si.source, backend) || si.mode != HP_STACK_MODE_HUGE || si.page_size <= 4096 ||
+        si.base_addr % si.page_size || si.guard_addr + si.guard_size != si.base_addr ||
+        si.guard_size == 0) {
+        printf("FAIL: stack not a huge one from %s, misaligned or without its guard\n", backend);
         return 1;
     }
-    uint64_t gs, ge;
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[512], perms[8] = "";
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s", &gs, &ge, perms) == 3 &&
-            si.guard_addr >= gs && si.guard_addr < ge)
-            break;
-    if (f)
-        fclose(f);
-    if (strncmp(perms, "---", 3)) {
-        printf("FAIL: the guard is %s, not PROT_NONE\n", perms);
+    char *base = (char *)(uintptr_t)si.base_addr;
+    memset(base, 3, si.usable_size);
+    char perms[8] = "", guard_perms[8] = "";
+    uint64_t huge = 0, guard_huge = 0;
+    if (smaps_of(base, perms, &huge) || smaps_of(base - 1, guard_perms, &guard_huge)) {
+        printf("FAIL: no smaps entry for the stack or its guard\n");
         return 1;
     }
-    memset((void *)(uintptr_t)si.base_addr, 3, si.usable_size);
-    if (check_placement("stack", (void *)(uintptr_t)si.base_addr, si.usable_size))
+    printf("# smaps: stack %s, AnonHugePages %" PRIu64 " bytes; guard %s\n", perms, huge,
+           guard_perms);
+    if (strncmp(guard_perms, "---", 3) || strncmp(perms, "rw", 2)) {
+        printf("FAIL: the guard is %s (want ---), the stack %s (want rw)\n", guard_perms, perms);
         return 1;
+    }
+    /* Populated with a collapse attempt: at least one whole huge page. */
+    if (huge < si.page_size) {
+        printf("FAIL: %" PRIu64 " huge bytes in smaps for a populated huge stack\n", huge);
+        return 1;
+    }
+    if (check_placement("stack", base, si.usable_size))
+        return 1;
+    /* One byte below the base is the guard: a write there kills. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        base[-1] = 1;
+        _exit(0);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFSIGNALED(status) ||
+        WTERMSIG(status) != SIGSEGV) {
+        printf("FAIL: a write below the stack base did not fault (status %#x)\n", status);
+        return 1;
+    }
+    printf("# a write below the base: the child died of SIGSEGV\n");
     return hp_stack_destroy(s) == HP_OK ? 0 : failf("hp_stack_destroy");
-#else
-    printf("SKIP: struct hp_stack_opts has no backend field: hp_stack_create cannot name a "
-           "backend (stacks through the backends' map with align and guard have not landed "
-           "in include/hp/stack.h)\n");
-    return 77;
-#endif
 }
 
 static int at_exit(void)

@@ -28,8 +28,10 @@ static struct hp_backend_caps hugetlb_caps(uint64_t free_2m)
     struct hp_backend_caps c = {.size = sizeof(c), .available = 1, .n_page_sizes = 2};
     c.page_sizes[0] = 2 * MIB;
     c.pool_free[0] = free_2m;
+    c.page_flags[0] = HP_PAGE_GUARANTEED;
     c.page_sizes[1] = 1024 * MIB;
     c.pool_free[1] = 4;
+    c.page_flags[1] = HP_PAGE_GUARANTEED;
     snprintf(c.reason, sizeof(c.reason), "2048K %llu free", (unsigned long long)free_2m);
     return c;
 }
@@ -44,9 +46,23 @@ static struct hp_backend_caps thp_caps(int available)
     return c;
 }
 
+/* A third-party plugin (kind other) with base pages and THP, like
+ * examples/plugin: it serves stacks only when HP_BACKENDS names it. */
+static struct hp_backend_caps other_caps(void)
+{
+    struct hp_backend_caps c = {.size = sizeof(c), .available = 1, .n_page_sizes = 2};
+    c.page_sizes[0] = 4096;
+    c.pool_free[0] = UINT64_MAX;
+    c.page_sizes[1] = 2 * MIB;
+    c.pool_free[1] = UINT64_MAX;
+    return c;
+}
+
+enum { FB, HUGETLB, THP, REJECTED, OTHER, N_BK };
+
 struct plan_case {
-    struct hp_backend_caps caps[4];
-    struct hp_select_backend bk[4];
+    struct hp_backend_caps caps[N_BK];
+    struct hp_select_backend bk[N_BK];
     struct hp_stack_request req;
     struct hp_stack_plan out[HP_STACK_PLAN_MAX];
     char why[400];
@@ -56,17 +72,20 @@ static void setup_case(struct plan_case *pc, uint64_t flags, uint64_t usable, ui
                        int thp)
 {
     memset(pc, 0, sizeof(*pc));
-    pc->caps[0] = (struct hp_backend_caps){.size = sizeof(pc->caps[0]), .available = 1,
-                                           .n_page_sizes = 1, .page_sizes = {4096},
-                                           .pool_free = {UINT64_MAX}};
-    pc->caps[1] = hugetlb_caps(free_2m);
-    pc->caps[2] = thp_caps(thp);
-    pc->bk[0] = (struct hp_select_backend){"fallback", HP_KIND_BASE, &pc->caps[0]};
-    pc->bk[1] = (struct hp_select_backend){"hugetlbfs", HP_KIND_HUGETLB, &pc->caps[1]};
-    pc->bk[2] = (struct hp_select_backend){"thp-madvise", HP_KIND_THP, &pc->caps[2]};
-    pc->bk[3] = (struct hp_select_backend){NULL, HP_KIND_THP, NULL};  /* a rejected plugin */
+    pc->caps[FB] = (struct hp_backend_caps){.size = sizeof(pc->caps[0]), .available = 1,
+                                            .n_page_sizes = 1, .page_sizes = {4096},
+                                            .pool_free = {UINT64_MAX}};
+    pc->caps[HUGETLB] = hugetlb_caps(free_2m);
+    pc->caps[THP] = thp_caps(thp);
+    pc->caps[OTHER] = other_caps();
+    pc->bk[FB] = (struct hp_select_backend){"fallback", HP_KIND_BASE, &pc->caps[FB]};
+    pc->bk[HUGETLB] = (struct hp_select_backend){"hugetlbfs", HP_KIND_HUGETLB, &pc->caps[HUGETLB]};
+    pc->bk[THP] = (struct hp_select_backend){"thp-madvise", HP_KIND_THP, &pc->caps[THP]};
+    pc->bk[REJECTED] = (struct hp_select_backend){NULL, HP_KIND_THP, NULL};  /* a rejected plugin */
+    pc->bk[OTHER] = (struct hp_select_backend){"numa-local", HP_KIND_OTHER, &pc->caps[OTHER]};
     pc->req = (struct hp_stack_request){.flags = flags, .usable = usable,
-                                        .huge_page_size = 2 * MIB, .base_page_size = 4096};
+                                        .huge_page_size = (flags & 7) ? 2 * MIB : 4096,
+                                        .base_page_size = 4096};
 }
 
 static unsigned run_plan(struct plan_case *pc, unsigned n_backends)
@@ -77,54 +96,67 @@ static unsigned run_plan(struct plan_case *pc, unsigned n_backends)
     return n;
 }
 
+static void assert_way(const struct plan_case *pc, unsigned i, unsigned backend, uint64_t ps)
+{
+    assert_int_equal(pc->out[i].backend, backend);
+    assert_int_equal(pc->out[i].page_size, ps);
+}
+
 static void plan_policy(void **state)
 {
     (void)state;
     struct plan_case pc;
-    /* Lean never looks at backends. */
+    /* Lean: base pages from the base-page backend; the third party is not
+     * named, the huge-page backends have no base pages. */
     setup_case(&pc, 0, 64 * 1024, 0, 0);
-    assert_int_equal(run_plan(&pc, 4), 1);
-    assert_int_equal(pc.out[0].kind, HP_KIND_BASE);
-    assert_int_equal(pc.out[0].backend, -1);
-    /* Huge: reserved pool first, then THP. */
+    assert_int_equal(run_plan(&pc, N_BK), 1);
+    assert_way(&pc, 0, FB, 4096);
+    assert_int_equal(pc.out[0].guaranteed, 0);
+    /* Huge: reserved pool first (prefaulted), then THP. */
     setup_case(&pc, HP_STACK_HUGE, 4 * MIB, 2, 1);
-    assert_int_equal(run_plan(&pc, 4), 2);
-    assert_int_equal(pc.out[0].kind, HP_KIND_HUGETLB);
-    assert_int_equal(pc.out[0].backend, 1);
-    assert_int_equal(pc.out[1].kind, HP_KIND_THP);
-    assert_int_equal(pc.out[1].backend, 2);
+    assert_int_equal(run_plan(&pc, N_BK), 2);
+    assert_way(&pc, 0, HUGETLB, 2 * MIB);
+    assert_int_equal(pc.out[0].guaranteed, 1);
+    assert_way(&pc, 1, THP, 2 * MIB);
+    assert_int_equal(pc.out[1].guaranteed, 0);
     /* A pool too small for every page is skipped, with the reason. */
     setup_case(&pc, HP_STACK_HUGE, 6 * MIB, 2, 1);
-    assert_int_equal(run_plan(&pc, 4), 1);
-    assert_int_equal(pc.out[0].kind, HP_KIND_THP);
+    assert_int_equal(run_plan(&pc, N_BK), 1);
+    assert_way(&pc, 0, THP, 2 * MIB);
     assert_non_null(strstr(pc.why, "pool can reserve 2 pages"));
-    /* Forced kinds. */
+    /* Forced kinds of page: reserved pool, or not. */
     setup_case(&pc, HP_STACK_HUGETLB, 2 * MIB, 0, 1);
-    assert_int_equal(run_plan(&pc, 4), 0);
+    assert_int_equal(run_plan(&pc, N_BK), 0);
     assert_non_null(strstr(pc.why, "hugetlbfs"));
+    assert_non_null(strstr(pc.why, "thp-madvise: its pages are not from a reserved pool"));
     setup_case(&pc, HP_STACK_THP, 2 * MIB, 100, 1);
-    assert_int_equal(run_plan(&pc, 4), 1);
-    assert_int_equal(pc.out[0].kind, HP_KIND_THP);
+    assert_int_equal(run_plan(&pc, N_BK), 1);
+    assert_way(&pc, 0, THP, 2 * MIB);
     setup_case(&pc, HP_STACK_THP, 2 * MIB, 100, 0);
-    assert_int_equal(run_plan(&pc, 4), 0);
+    assert_int_equal(run_plan(&pc, N_BK), 0);
     assert_non_null(strstr(pc.why, "never"));
-    /* ALLOW_LEAN appends lean last. */
+    /* ALLOW_LEAN appends lean last, with base pages. */
     setup_case(&pc, HP_STACK_THP | HP_STACK_ALLOW_LEAN, 2 * MIB, 100, 0);
-    assert_int_equal(run_plan(&pc, 4), 1);
-    assert_int_equal(pc.out[0].kind, HP_KIND_BASE);
+    assert_int_equal(run_plan(&pc, N_BK), 1);
+    assert_way(&pc, 0, FB, 4096);
     setup_case(&pc, HP_STACK_HUGE | HP_STACK_ALLOW_LEAN, 2 * MIB, 100, 1);
-    assert_int_equal(run_plan(&pc, 4), 3);
-    assert_int_equal(pc.out[2].kind, HP_KIND_BASE);
+    assert_int_equal(run_plan(&pc, N_BK), 3);
+    assert_way(&pc, 2, FB, 4096);
     /* No huge-capable backend at all. */
     setup_case(&pc, HP_STACK_HUGE, 2 * MIB, 0, 0);
     assert_int_equal(run_plan(&pc, 1), 0);
-    assert_non_null(strstr(pc.why, "no hugetlb or THP backend"));
+    assert_non_null(strstr(pc.why, "no backend offers 2048 KiB pages"));
     /* A hugetlb backend without the PMD size. */
     setup_case(&pc, HP_STACK_HUGETLB, 2 * MIB, 100, 1);
-    pc.caps[1].page_sizes[0] = 1024 * MIB;
-    pc.caps[1].n_page_sizes = 1;
-    assert_int_equal(run_plan(&pc, 4), 0);
+    pc.caps[HUGETLB].page_sizes[0] = 1024 * MIB;
+    pc.caps[HUGETLB].n_page_sizes = 1;
+    assert_int_equal(run_plan(&pc, N_BK), 0);
     assert_non_null(strstr(pc.why, "no 2048 KiB pages"));
+    /* The plan never holds more than max ways. */
+    setup_case(&pc, HP_STACK_HUGE | HP_STACK_ALLOW_LEAN, 2 * MIB, 100, 1);
+    assert_int_equal(hp_stack_plan(&pc.req, pc.bk, N_BK, pc.out, 2, pc.why, sizeof(pc.why)), 2);
+    assert_way(&pc, 0, HUGETLB, 2 * MIB);
+    assert_way(&pc, 1, THP, 2 * MIB);
 }
 
 static void plan_overrides(void **state)
@@ -134,24 +166,51 @@ static void plan_overrides(void **state)
     const char never[1][HP_OPT_NAME_LEN] = {"hugetlbfs"};
     const char only[2][HP_OPT_NAME_LEN] = {"thp-madvise", "hugetlbfs"};
     const char only_fb[1][HP_OPT_NAME_LEN] = {"fallback"};
+    const char only_other[1][HP_OPT_NAME_LEN] = {"numa-local"};
+    const char other_first[2][HP_OPT_NAME_LEN] = {"numa-local", "fallback"};
     setup_case(&pc, HP_STACK_HUGE, 2 * MIB, 100, 1);
     pc.req.never = never;
     pc.req.n_never = 1;
-    assert_int_equal(run_plan(&pc, 4), 1);
-    assert_int_equal(pc.out[0].kind, HP_KIND_THP);
+    assert_int_equal(run_plan(&pc, N_BK), 1);
+    assert_way(&pc, 0, THP, 2 * MIB);
     assert_non_null(strstr(pc.why, "excluded by HP_BACKENDS"));
     /* HP_BACKENDS order replaces the policy's. */
     setup_case(&pc, HP_STACK_HUGE, 2 * MIB, 100, 1);
     pc.req.only = only;
     pc.req.n_only = 2;
-    assert_int_equal(run_plan(&pc, 4), 2);
-    assert_int_equal(pc.out[0].kind, HP_KIND_THP);
-    assert_int_equal(pc.out[1].kind, HP_KIND_HUGETLB);
+    assert_int_equal(run_plan(&pc, N_BK), 2);
+    assert_way(&pc, 0, THP, 2 * MIB);
+    assert_way(&pc, 1, HUGETLB, 2 * MIB);
     setup_case(&pc, HP_STACK_HUGE, 2 * MIB, 100, 1);
     pc.req.only = only_fb;
     pc.req.n_only = 1;
-    assert_int_equal(run_plan(&pc, 4), 0);
+    assert_int_equal(run_plan(&pc, N_BK), 0);
     assert_non_null(strstr(pc.why, "not listed in HP_BACKENDS"));
+    /* A lean stack obeys HP_BACKENDS too: nothing listed offers base pages. */
+    setup_case(&pc, 0, 64 * 1024, 100, 1);
+    pc.req.only = only;
+    pc.req.n_only = 2;
+    assert_int_equal(run_plan(&pc, N_BK), 0);
+    assert_non_null(strstr(pc.why, "offers base pages"));
+    /* A third-party plugin named by HP_BACKENDS serves stacks like a
+     * built-in: huge ones with its THP size, lean ones with base pages. */
+    setup_case(&pc, HP_STACK_HUGE, 4 * MIB, 100, 1);
+    pc.req.only = only_other;
+    pc.req.n_only = 1;
+    assert_int_equal(run_plan(&pc, N_BK), 1);
+    assert_way(&pc, 0, OTHER, 2 * MIB);
+    setup_case(&pc, 0, 64 * 1024, 100, 1);
+    pc.req.only = other_first;
+    pc.req.n_only = 2;
+    assert_int_equal(run_plan(&pc, N_BK), 2);
+    assert_way(&pc, 0, OTHER, 4096);
+    assert_way(&pc, 1, FB, 4096);
+    /* ... and HP_STACK_THP takes it (its 2 MiB pages are not a pool). */
+    setup_case(&pc, HP_STACK_THP, 2 * MIB, 100, 1);
+    pc.req.only = only_other;
+    pc.req.n_only = 1;
+    assert_int_equal(run_plan(&pc, N_BK), 1);
+    assert_way(&pc, 0, OTHER, 2 * MIB);
 }
 
 /* ---- failures at every OS step ---- */
@@ -177,21 +236,30 @@ static void injected_failures(void **state)
 {
     (void)state;
     warm_up();
-    int thp = st_huge_possible(HP_STACK_THP);
+    int thp = st_huge_possible(HP_STACK_THP), hugetlb = st_huge_possible(HP_STACK_HUGETLB);
     hp_stack_cache_trim();
+    /* Every step of the backends' map for a stack: the mapping or
+     * reservation, the memory over it, the trims to the alignment, the
+     * advice, the guard's mprotect; and the prefault. Each fails cleanly and leaves no mapping behind. */
     const struct fault_case cases[] = {
         {"lean mmap ENOMEM", HP_OS_MAP, 1, ENOMEM, 0, HP_ENOMEM},
-        {"lean mmap EPERM", HP_OS_MAP, 1, EPERM, 0, HP_EOS},
-        {"lean madvise", HP_OS_ADVISE, 1, EINVAL, 0, HP_EOS},
+        {"lean mmap EPERM", HP_OS_MAP, 1, EPERM, 0, HP_ENOMEM},
+        {"lean madvise(NOHUGEPAGE)", HP_OS_ADVISE, 1, EINVAL, 0, HP_EOS},
         {"lean mprotect", HP_OS_PROTECT, 1, ENOMEM, 0, HP_ENOMEM},
         {"lean populate", HP_OS_ADVISE, 2, ENOMEM, HP_STACK_POPULATE, HP_ENOMEM},
-        {"THP reserve", HP_OS_MAP, 1, ENOMEM, HP_STACK_THP, HP_ENOHUGE},
-        {"THP madvise", HP_OS_ADVISE, 1, EINVAL, HP_STACK_THP, HP_ENOHUGE},
-        {"THP mprotect", HP_OS_PROTECT, 1, ENOMEM, HP_STACK_THP, HP_ENOHUGE},
+        {"THP reservation", HP_OS_MAP, 1, ENOMEM, HP_STACK_THP, HP_ENOHUGE},
+        {"THP trim to the alignment", HP_OS_UNMAP, 1, ENOMEM, HP_STACK_THP, HP_ENOHUGE},
+        {"THP memory over the reservation", HP_OS_MAP, 2, ENOMEM, HP_STACK_THP, HP_ENOHUGE},
+        {"THP madvise(HUGEPAGE)", HP_OS_ADVISE, 1, EINVAL, HP_STACK_THP, HP_ENOHUGE},
+        {"THP populate", HP_OS_ADVISE, 2, ENOMEM, HP_STACK_THP | HP_STACK_POPULATE, HP_ENOHUGE},
+        {"hugetlb reservation", HP_OS_MAP, 1, ENOMEM, HP_STACK_HUGETLB, HP_ENOHUGE},
+        {"hugetlb pool pages", HP_OS_MAP, 2, ENOMEM, HP_STACK_HUGETLB, HP_ENOHUGE},
+        {"hugetlb prefault", HP_OS_ADVISE, 1, ENOMEM, HP_STACK_HUGETLB, HP_ENOHUGE},
     };
     long maps0 = maps_count();
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-        if ((cases[i].flags & HP_STACK_THP) && !thp)
+        if (((cases[i].flags & HP_STACK_THP) && !thp) ||
+            ((cases[i].flags & HP_STACK_HUGETLB) && !hugetlb))
             continue;
         print_message("# injected: %s\n", cases[i].what);
         hp_os_inject_fault(cases[i].op, cases[i].nth, cases[i].err, 0);
@@ -205,7 +273,7 @@ static void injected_failures(void **state)
     }
     if (thp) {
         /* A huge stack that cannot be made falls back to lean if allowed. */
-        hp_os_inject_fault(HP_OS_PROTECT, 1, ENOMEM, 0);
+        hp_os_inject_fault(HP_OS_ADVISE, 1, ENOMEM, 0);
         struct hp_stack *s = hp_stack_create(3 * MIB, HP_STACK_THP | HP_STACK_ALLOW_LEAN |
                                                           HP_STACK_NOCACHE);
         hp_os_clear_faults();

@@ -23,7 +23,7 @@ class StackInfo:
     mode: str            #: "lean" or "huge", as obtained
     kind: int            #: hp.BackendKind: BASE (lean), THP or HUGETLB
     from_cache: bool     #: reused from the stack cache
-    source: str          #: backend that allowed huge mode, or "lean"
+    source: str          #: backend that mapped the stack ("fallback" for lean)
     flags: int           #: HP_STACK_* given at creation
     base_addr: int       #: lowest usable address
     usable_size: int

@@ -480,7 +480,7 @@ pub struct StackInfo {
     pub kind: BackendKind,
     /// Whether the stack was reused from the cache.
     pub from_cache: bool,
-    /// Backend whose probe allowed huge mode, or `"lean"`.
+    /// Backend that mapped the stack (`"fallback"` for a lean one).
     pub source: String,
     /// `HP_STACK_*` flags given at creation.
     pub flags: u64,
