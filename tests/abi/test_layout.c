@@ -40,7 +40,7 @@ static const struct pin pins[] = {
     OFF(hp_host, os_remap), OFF(hp_host, os_advise), OFF(hp_host, os_protect),
     OFF(hp_host, read_text), OFF(hp_host, measure_huge_bytes), OFF(hp_host, base_page_size),
     OFF(hp_host, os_memfd), OFF(hp_host, os_ftruncate), OFF(hp_host, os_close),
-    OFF(hp_host, os_mbind), OFF(hp_host, os_getcpu),
+    OFF(hp_host, os_mbind), OFF(hp_host, os_getcpu), OFF(hp_host, os_page_node),
     SIZE(hp_backend_caps), OFF(hp_backend_caps, available), OFF(hp_backend_caps, flags),
     OFF(hp_backend_caps, n_page_sizes), OFF(hp_backend_caps, page_sizes),
     OFF(hp_backend_caps, pool_free), OFF(hp_backend_caps, page_flags),
