@@ -714,6 +714,7 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
     full.mapped_size = b.m.map_len;
     full.huge_bytes = huge > 0 ? (uint64_t)huge : 0;
     full.flags = b.flags;
+    full.pin = b.pinned;
     full.numa_node = -1;
     full.fd = -1;
     int (*query)(void *, const struct hp_mapping *, struct hp_block_query *) =

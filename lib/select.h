@@ -109,10 +109,11 @@ void hp_select_request_init(struct hp_select_request *sr, uint64_t len, uint64_t
 /* Whether a block allocated under sr is pinned to its backend, which
  * hp_realloc then never leaves (hp_realloc_plan). */
 enum hp_pin {
-    HP_PIN_NONE,    /* the selection may move it among the allowed backends */
-    HP_PIN_NAMED,   /* hp_alloc_opts.backend named the backend */
-    HP_PIN_ENV      /* HP_BACKENDS listed exactly one backend (and the caller
-                     * named none) */
+    HP_PIN_NONE = HP_BLOCK_PIN_NONE,    /* the selection may move it among the
+                                         * allowed backends */
+    HP_PIN_NAMED = HP_BLOCK_PIN_NAMED,  /* hp_alloc_opts.backend named the backend */
+    HP_PIN_ENV = HP_BLOCK_PIN_ENV       /* HP_BACKENDS listed exactly one backend
+                                         * (and the caller named none) */
 };
 uint32_t hp_select_pin(const struct hp_select_request *sr);
 

@@ -313,6 +313,8 @@ static int child_pinned(void *dir)
     o.backend = "fixture-good";  /* no remap */
     unsigned char *p = hp_alloc_ex(64 << 10, &o);
     CHILD_CHECK(p && backend_is(p, "fixture-good"));
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(hp_info(p, &info) == HP_OK && info.pin == HP_BLOCK_PIN_NAMED);
     memset(p, 0x11, 64 << 10);
     unsigned char *q = hp_realloc(p, 3 << 20, 0);
     CHILD_CHECK(q && backend_is(q, "fixture-good") && filled(q, 64 << 10, 0x11) &&
@@ -370,10 +372,12 @@ static int child_env_pinned(void *dir)
                 strstr(hp_last_error_detail(), "HP_BACKENDS"));
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
     CHILD_CHECK(hp_info(p, &info) == HP_OK && info.usable_size == 64 << 10 &&
-                !strcmp(info.backend, "fixture-remap-fails") && filled(p, 64 << 10, 0x33));
+                !strcmp(info.backend, "fixture-remap-fails") && filled(p, 64 << 10, 0x33) &&
+                info.pin == HP_BLOCK_PIN_ENV);
     /* Within the backend's reach a copy inside it works. */
     q = hp_realloc(p, 512 << 10, 0);
     CHILD_CHECK(q && backend_is(q, "fixture-remap-fails") && filled(q, 64 << 10, 0x33));
+    CHILD_CHECK(hp_info(q, &info) == HP_OK && info.pin == HP_BLOCK_PIN_ENV);
     CHILD_CHECK(hp_free(q) == HP_OK);
     return 0;
 }
@@ -384,6 +388,8 @@ static int child_env_list(void *dir)
     setenv("HP_BACKENDS", "fixture-remap-fails,fallback", 1);
     unsigned char *p = hp_alloc(64 << 10, 0);
     CHILD_CHECK(p && backend_is(p, "fixture-remap-fails"));
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(hp_info(p, &info) == HP_OK && info.pin == HP_BLOCK_PIN_NONE);
     memset(p, 0x44, 64 << 10);
     unsigned char *q = hp_realloc(p, 4 << 20, 0);
     CHILD_CHECK(q && backend_is(q, "fallback") && filled(q, 64 << 10, 0x44) &&

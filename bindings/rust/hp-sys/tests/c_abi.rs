@@ -84,7 +84,7 @@ fn structs() -> Vec<Struct> {
         layout!(hp_alloc_opts { size, reserved, flags, backend, exclude }),
         layout!(hp_block_info {
             size, reserved, backend, requested_page_size, page_size, usable_size, mapped_size,
-            huge_bytes, flags, numa_node, fd, fd_offset
+            huge_bytes, flags, numa_node, fd, fd_offset, pin, reserved2
         }),
         layout!(hp_backend_info {
             size, available, kind, n_page_sizes, name, path, reason, page_sizes, pool_free,
