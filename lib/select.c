@@ -301,8 +301,19 @@ struct hp_realloc_plan hp_realloc_plan(const struct hp_realloc_block *b, uint64_
         return copy(b, HP_RWHY_PAGE_SIZE);
     if ((flags & HP_F_REQUIRE_HUGE) && b->page_size <= base_page_size)
         return copy(b, HP_RWHY_REQUIRE_HUGE);
+    /* Shared memory mapped before a fork is the other process's too: a
+     * remap (a shrinking ftruncate, say) could take pages away under it
+     * (hp/backend.h, HP_MAP_SHARED). */
     if ((b->map_flags & HP_MAP_SHARED) && b->forked)
         return copy(b, HP_RWHY_SHARED_FORK);
+    /* hugetlb pages that existed at a fork may be shared with the child;
+     * growing could move them (mremap), and the owner's later copy-on-write
+     * fault with the pool empty then looks for the child's copy at the new
+     * address (mm/hugetlb.c hugetlb_wp -> unmap_ref_private unmaps by the
+     * faulting address), finds none and retries: on Linux 6.18 a parent
+     * writing pages it had moved after a fork hung in the kernel until it
+     * was killed. Such a block grows by copy into new memory; shrinking in
+     * place moves nothing. */
     if ((b->map_flags & HP_MAP_POOL) && b->forked && new_size > b->len)
         return copy(b, HP_RWHY_POOL_FORK);
     /* Promotion costs one copy of at most one huge page. */
