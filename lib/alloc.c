@@ -131,6 +131,7 @@ static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint
 struct request {
     uint64_t len, flags;
     const char *backend;
+    uint32_t pin;           /* enum hp_pin the new block keeps; 0: hp_select_pin decides */
     char exclude[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
     unsigned n_exclude;
 };
@@ -141,17 +142,22 @@ static uint64_t new_origin(void)
     return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
 }
 
-/* Cached hugetlb pages count as free pool pages: the cache gives them back
- * to the pool when a map needs them. */
+/* What the cache holds of each pooled page size of b, for
+ * hp_select_credit_cached (unpooled sizes get no credit: skip the lock). */
 static void count_cached(struct hp_backend *b, struct hp_backend_caps *caps)
 {
     uint64_t cached[HP_MAX_PAGE_SIZES] = {0};
-    if (b->kind != HP_KIND_HUGETLB)
-        return;
     for (unsigned k = 0; k < caps->n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
-        if (caps->page_sizes[k])
+        if (caps->page_sizes[k] && caps->pool_free[k] != UINT64_MAX)
             cached[k] = hp_cache_bytes(b, caps->page_sizes[k]);
-    hp_select_credit_cached(caps, b->kind, cached);
+    hp_select_credit_cached(caps, cached);
+}
+
+/* The request selection sees for r (HP_BACKENDS merged in). */
+static void select_request(const struct request *r, struct hp_select_request *sr)
+{
+    hp_select_request_init(sr, r->len, r->flags, hp_os_page_size(), r->backend, r->exclude,
+                           r->n_exclude, hp_options());
 }
 
 /* The (backend, page size) pairs that may serve r, best first; 0 when there
@@ -160,7 +166,6 @@ static void count_cached(struct hp_backend *b, struct hp_backend_caps *caps)
 static unsigned candidates_ex(struct hp_core *c, const struct request *r,
                               struct hp_candidate *cand, int quiet, struct hp_explain *ex)
 {
-    const struct hp_options *o = hp_options();
     struct hp_backend_caps caps[HP_MAX_BACKENDS];
     struct hp_select_backend view[HP_MAX_BACKENDS];
     for (unsigned i = 0; i < c->n; i++) {
@@ -174,11 +179,8 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
             view[i].caps = &caps[i];
         }
     }
-    struct hp_select_request sr = {
-        .len = r->len, .flags = r->flags, .base_page_size = hp_os_page_size(),
-        .backend = r->backend, .n_exclude = r->n_exclude, .exclude = r->exclude,
-        .n_only = o->n_only, .only = o->only, .n_never = o->n_never, .never = o->never,
-    };
+    struct hp_select_request sr;
+    select_request(r, &sr);
     unsigned n;
     if (ex) {
         n = hp_select_explain(&sr, view, c->n, cand, HP_SELECT_MAX, ex->notes,
@@ -351,7 +353,9 @@ static void *allocate(struct hp_core *c, const struct request *r)
         return NULL;
     blk->flags = r->flags;
     blk->requested_page_size = hp_flags_page_size(r->flags);
-    blk->pinned = r->backend != NULL;
+    struct hp_select_request sr;
+    select_request(r, &sr);
+    blk->pinned = r->pin ? r->pin : hp_select_pin(&sr);
     if (hp_registry_insert(blk) == HP_OK)
         return blk->m.addr;
     release(blk);
@@ -509,7 +513,8 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
     return HP_OK;
 }
 
-/* Resize b on its own backend. Shrink releases the tail in place. Growth:
+/* Resize b on its own backend (hp_realloc_plan said HP_STEP_RESIZE: no
+ * fork rule stands in the way). Shrink releases the tail in place. Growth:
  * the backend commits headroom reserved after the block if it has some;
  * else the cached range right after the block (same lineage) is taken over,
  * no syscall at all; else the backend grows the mapping in place or moves
@@ -518,11 +523,6 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
 static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
 {
     uint64_t old_len = b->m.len;
-    /* Shared memory mapped before a fork is the other process's too: a
-     * remap (a shrinking ftruncate, say) could take pages away under it.
-     * Such a block is copied instead (hp/backend.h, HP_MAP_SHARED). */
-    if ((b->m.flags & HP_MAP_SHARED) && b->gen != hp_fork_gen())
-        return HP_ENOTSUP;
     /* Past the committed end, remap hands out only zeroed bytes (the block
      * rules of hp/backend.h); below it, old contents may remain. */
     uint64_t dirty = hp_committed(&b->m);
@@ -533,16 +533,6 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
             hp_backend_mark_stale(b->backend);
         return rc;
     }
-    /* hugetlb pages that existed at a fork may be shared with the child;
-     * growing could move them (mremap), and the owner's later copy-on-write
-     * fault with the pool empty then looks for the child's copy at the new
-     * address (mm/hugetlb.c hugetlb_wp -> unmap_ref_private unmaps by the
-     * faulting address), finds none and retries: on Linux 6.18 a parent
-     * writing pages it had moved after a fork hung in the kernel until it
-     * was killed. The block grows by copy into new memory instead; the old
-     * one is unmapped. */
-    if (pool && b->gen != hp_fork_gen())
-        return HP_ENOTSUP;
     uint64_t span = b->m.map_len - (uint64_t)((char *)b->m.addr - (char *)b->m.map_addr);
     int32_t rc = HP_ENOTSUP;
     if (new_size > span) {
@@ -572,25 +562,33 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
     return HP_OK;
 }
 
-/* Must the block change backend for this resize? Yes when flags ask for
- * another page size, when HP_F_REQUIRE_HUGE meets a base-page block, and
- * when a small base-page block grows to a size the selection policy serves
- * with huge pages ("promotion": one copy of at most one huge page). A block
- * whose backend was named (opts->backend) is not promoted. */
-static int needs_move(struct hp_core *c, const struct hp_block *b, uint64_t new_size,
-                      uint64_t flags)
+/* The block as hp_realloc's rules (lib/select.h) see it. */
+static struct hp_realloc_block realloc_view(const struct hp_block *b)
 {
-    uint64_t base = hp_os_page_size(), wanted = hp_flags_page_size(flags);
-    if (wanted && wanted != b->m.page_size)
-        return 1;
-    if ((flags & HP_F_REQUIRE_HUGE) && b->m.page_size <= base)
-        return 1;
-    if (b->pinned || b->m.page_size > base || new_size <= b->m.len)
-        return 0;
-    struct request r = {.len = new_size, .flags = flags};
+    return (struct hp_realloc_block){b->m.page_size, b->m.len, b->m.flags, b->pinned,
+                                     b->gen != hp_fork_gen()};
+}
+
+/* hp_realloc_plan, with the selection's best candidate for new_size when
+ * the promotion rule needs it. */
+static struct hp_realloc_plan first_step(struct hp_core *c, const struct hp_realloc_block *rb,
+                                         uint64_t new_size, uint64_t flags)
+{
     struct hp_candidate cand[HP_SELECT_MAX];
-    unsigned n = candidates(c, &r, cand, 1);
-    return n > 0 && cand[0].page_size > base && b->m.len <= cand[0].page_size;
+    const struct hp_candidate *best = NULL;
+    if (hp_realloc_may_promote(rb, new_size, hp_os_page_size())) {
+        struct request r = {.len = new_size, .flags = flags};
+        if (candidates(c, &r, cand, 1) > 0)
+            best = &cand[0];
+    }
+    return hp_realloc_plan(rb, new_size, flags, hp_os_page_size(), best);
+}
+
+/* How a pinned block came to be pinned, for error details. */
+static const char *pin_reason(uint32_t pin)
+{
+    return pin == HP_PIN_ENV ? "listed alone in HP_BACKENDS when the block was allocated"
+                             : "named in hp_alloc_opts.backend when the block was allocated";
 }
 
 /* A resize that failed: b takes what work holds now (same address; the
@@ -627,26 +625,28 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
         return NULL;
     }
     hp_set_detail("");
-    int32_t rc = needs_move(c, &work, new_size, flags) ? HP_ENOTSUP
-                                                       : resize(&work, new_size, flags);
-    if (rc == HP_OK) {
-        work.flags = flags;
-        work.requested_page_size = hp_flags_page_size(flags);
-        if (hp_registry_end(b, &work) == HP_OK)
-            return work.m.addr;  /* b may be another thread's to free already */
-        /* Only possible if the registry never got its first bucket array;
-         * the caller's p is gone, so the memory must not leak either. */
-        release(b);
-        hp_fail(HP_ENOMEM, "hp_realloc: the block registry is out of memory");
-        return NULL;
+    struct hp_realloc_block rb = realloc_view(&work);
+    struct hp_realloc_plan plan = first_step(c, &rb, new_size, flags);
+    int32_t rc = HP_OK;  /* of the resize, if the plan tried one */
+    if (plan.step == HP_STEP_RESIZE) {
+        rc = resize(&work, new_size, flags);
+        if (rc == HP_OK) {
+            work.flags = flags;
+            work.requested_page_size = hp_flags_page_size(flags);
+            if (hp_registry_end(b, &work) == HP_OK)
+                return work.m.addr;  /* b may be another thread's to free already */
+            /* Only possible if the registry never got its first bucket
+             * array; the caller's p is gone, so the memory must not leak
+             * either. */
+            release(b);
+            hp_fail(HP_ENOMEM, "hp_realloc: the block registry is out of memory");
+            return NULL;
+        }
+        plan = hp_realloc_after(&rb, rc, flags, hp_os_page_size());
     }
-    /* The backend could not grow a huge-page block (its pool ran dry): the
-     * whole block moves to another backend, with the one copy libhp ever
-     * makes of a large block, unless the caller forbade leaving huge pages
-     * guaranteed by this backend. A failed resize may still have changed
-     * the mapping (cached range adopted): the record takes it either way. */
-    int stuck = rc == HP_ENOMEM && work.m.page_size > hp_os_page_size();
-    if (stuck && (flags & HP_F_REQUIRE_HUGE)) {
+    /* A failed resize may still have changed the mapping (cached range
+     * adopted): the record takes it either way. */
+    if (plan.step == HP_STEP_FAIL) {
         char why[200];
         snprintf(why, sizeof(why), "%s", hp_last_error_detail());
         keep_registered(b, &work);
@@ -655,28 +655,29 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
                 p, new_size, work.backend->name, why);
         return NULL;
     }
-    if (stuck)
+    int dry = plan.why == HP_RWHY_POOL_DRY;
+    if (dry)
         hp_backend_mark_stale(work.backend);
-    /* Copy path: a new block, the contents, then the old block goes. The
-     * new block is chosen by the flags alone, like any hp_alloc, except
-     * that a block whose backend was named (opts->backend) stays in it. */
+    /* Copy path: a new block, the contents, then the old block goes. */
     char resize_why[200] = "";
     if (rc != HP_OK && hp_last_error_detail()[0])
         snprintf(resize_why, sizeof(resize_why), "%s", hp_last_error_detail());
     struct request r = {.len = new_size, .flags = flags};
-    if (work.pinned)
+    if (plan.step == HP_STEP_COPY_WITHIN) {
         r.backend = work.backend->name;
+        r.pin = work.pinned;
+    }
     void *q = allocate(c, &r);
     if (!q) {
         int32_t err = hp_last_error();
         char why[300];
         snprintf(why, sizeof(why), "%s", hp_last_error_detail());
         keep_registered(b, &work);  /* p stays valid, as realloc promises */
-        if (work.pinned)
-            hp_fail(err, "hp_realloc(%p, %zu): the block stays in backend %s, named when it was "
-                    "allocated, which could neither resize it (%s) nor map a new block for a "
-                    "copy (%s); the block is unchanged", p, new_size, work.backend->name,
-                    resize_why[0] ? resize_why : hp_error_name(rc), why);
+        if (plan.step == HP_STEP_COPY_WITHIN)
+            hp_fail(err, "hp_realloc(%p, %zu): the block stays in backend %s, %s, which could "
+                    "neither resize it (%s) nor map a new block for a copy (%s); the block is "
+                    "unchanged", p, new_size, work.backend->name, pin_reason(work.pinned),
+                    resize_why[0] ? resize_why : hp_realloc_why_name(plan.why), why);
         else
             hp_fail(err, "%s", why);
         return NULL;
@@ -685,14 +686,13 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     int32_t peek = hp_registry_peek(q, &moved);
     if (peek == HP_OK && moved.backend != work.backend)
         hp_log("hp_realloc(%p, %zu): block moved from backend %s to %s (%s%s%s)", p, new_size,
-               work.backend->name, moved.backend->name,
-               stuck ? "its backend could not grow it" : "the selection chose another backend",
+               work.backend->name, moved.backend->name, hp_realloc_why_name(plan.why),
                resize_why[0] ? ": " : "", resize_why);
     memcpy(q, work.m.addr, work.m.len < new_size ? work.m.len : new_size);
     hp_registry_drop(b);
     *b = work;
-    if (stuck || retire(b) != HP_OK)
-        release(b);  /* stuck: its pool pages are wanted elsewhere, not cached */
+    if (dry || retire(b) != HP_OK)
+        release(b);  /* dry: its pool pages are wanted elsewhere, not cached */
     return q;
 }
 
@@ -721,6 +721,7 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
     full.mapped_size = b.m.map_len;
     full.huge_bytes = huge > 0 ? (uint64_t)huge : 0;
     full.flags = b.flags;
+    full.pin = b.pinned;
     full.numa_node = -1;
     full.fd = -1;
     int (*query)(void *, const struct hp_mapping *, struct hp_block_query *) =

@@ -18,7 +18,7 @@ struct hp_block {
     uint64_t origin;
     uint64_t gen;                 /* hp_fork_gen() when its pages were mapped (lib/cache.h) */
     uint32_t busy;                /* an hp_realloc works on it (lib/registry.h) */
-    uint32_t pinned;              /* 1: opts->backend named the backend: no promotion */
+    uint32_t pinned;              /* enum hp_pin (lib/select.h): hp_realloc keeps it in its backend */
 };
 
 /* Ask backend b for a mapping of len bytes at page_size (align and guard as

@@ -56,6 +56,7 @@ static void init_host(struct hp_host *h)
     h->os_close = hp_os_close_fd;
     h->os_mbind = hp_os_mbind;
     h->os_getcpu = hp_os_getcpu;
+    h->os_page_node = hp_os_page_node;
 }
 
 /* dir/file on the heap, or NULL. */

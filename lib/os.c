@@ -207,6 +207,34 @@ int hp_os_getcpu(unsigned *cpu, unsigned *node)
     return 0;
 }
 
+int hp_os_page_node(const void *addr, int *node)
+{
+    int rc = injected(HP_OS_NODE);
+    if (rc)
+        return rc;
+    /* get_mempolicy(MPOL_F_NODE | MPOL_F_ADDR) allocates a page that is not
+     * there yet, as a read would (mm/mempolicy.c do_get_mempolicy ->
+     * lookup_node -> get_user_pages_fast): ask mincore first, so a query
+     * never faults (for hugetlb: never takes a pool page). */
+    size_t base = hp_os_page_size();
+    void *page = (void *)((uintptr_t)addr & ~(uintptr_t)(base - 1));
+    unsigned char vec = 0;
+    if (mincore(page, base, &vec) != 0)
+        return -errno;
+    if (!(vec & 1))
+        return -ENOENT;
+#ifdef SYS_get_mempolicy
+    int mode = -1;
+    /* MPOL_F_NODE (1 << 0) | MPOL_F_ADDR (1 << 1), from linux/mempolicy.h. */
+    if (syscall(SYS_get_mempolicy, &mode, NULL, 0UL, addr, 3UL) != 0)
+        return -errno;
+    *node = mode;
+    return 0;
+#else
+    return -ENOSYS;
+#endif
+}
+
 int hp_os_protect(void *addr, size_t len, int prot)
 {
     int rc = injected(HP_OS_PROTECT);

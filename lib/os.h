@@ -25,6 +25,7 @@ enum hp_os_op {
     HP_OS_CLOSE,
     HP_OS_MBIND,
     HP_OS_GETCPU,
+    HP_OS_NODE,
     HP_OS_NOPS
 };
 
@@ -59,6 +60,9 @@ int hp_os_close_fd(int fd);
 int hp_os_mbind(void *addr, uint64_t len, int mode, const unsigned long *nodemask,
                 uint64_t maxnode, unsigned flags);
 int hp_os_getcpu(unsigned *cpu, unsigned *node);
+/* NUMA node of the resident page at addr (get_mempolicy with MPOL_F_NODE |
+ * MPOL_F_ADDR); -ENOENT when the page is not resident, never faulting it in. */
+int hp_os_page_node(const void *addr, int *node);
 
 /* 0 if every page of [addr, addr+len) is mapped in this process, else
  * -ENOMEM (msync with MS_ASYNC validates the range and does no I/O for

@@ -156,7 +156,7 @@ static uint32_t backend_out(const struct hp_select_request *req, const struct hp
     *pos = name_in(b->name, req->only, req->n_only);
     if (req->n_only && *pos < 0)
         return HP_WHY_NOT_LISTED;
-    if (b->kind == HP_KIND_OTHER && !req->backend && *pos < 0)
+    if (!hp_select_automatic(b->kind) && !req->backend && *pos < 0)
         return HP_WHY_THIRD_PARTY;
     return HP_WHY_CANDIDATE;
 }
@@ -240,11 +240,34 @@ const char *hp_select_why_name(uint32_t why)
     return why < HP_WHY_COUNT ? names[why] : "?";
 }
 
-void hp_select_credit_cached(struct hp_backend_caps *caps, uint32_t kind,
+int hp_select_automatic(uint32_t kind)
+{
+    return kind == HP_KIND_HUGETLB || kind == HP_KIND_THP || kind == HP_KIND_MTHP ||
+           kind == HP_KIND_BASE;
+}
+
+void hp_select_request_init(struct hp_select_request *sr, uint64_t len, uint64_t flags,
+                            uint64_t base_page_size, const char *backend,
+                            const char (*exclude)[HP_OPT_NAME_LEN], unsigned n_exclude,
+                            const struct hp_options *env)
+{
+    *sr = (struct hp_select_request){
+        .len = len, .flags = flags, .base_page_size = base_page_size, .backend = backend,
+        .n_exclude = exclude ? n_exclude : 0, .exclude = exclude,
+        .n_only = env->n_only, .only = env->only, .n_never = env->n_never, .never = env->never,
+    };
+}
+
+uint32_t hp_select_pin(const struct hp_select_request *sr)
+{
+    if (sr->backend)
+        return HP_PIN_NAMED;
+    return sr->n_only == 1 ? HP_PIN_ENV : HP_PIN_NONE;
+}
+
+void hp_select_credit_cached(struct hp_backend_caps *caps,
                              const uint64_t cached_bytes[HP_MAX_PAGE_SIZES])
 {
-    if (kind != HP_KIND_HUGETLB)
-        return;
     for (unsigned k = 0; k < caps->n_page_sizes && k < HP_MAX_PAGE_SIZES; k++) {
         uint64_t ps = caps->page_sizes[k];
         if (!ps || caps->pool_free[k] == UINT64_MAX)
@@ -255,6 +278,70 @@ void hp_select_credit_cached(struct hp_backend_caps *caps, uint32_t kind,
             caps->available = 1;
         }
     }
+}
+
+int hp_realloc_may_promote(const struct hp_realloc_block *b, uint64_t new_size,
+                           uint64_t base_page_size)
+{
+    return b->pin == HP_PIN_NONE && b->page_size <= base_page_size && new_size > b->len;
+}
+
+/* A copy goes to the same backend when the block is pinned, else to
+ * whatever the selection picks. */
+static struct hp_realloc_plan copy(const struct hp_realloc_block *b, uint32_t why)
+{
+    return (struct hp_realloc_plan){b->pin != HP_PIN_NONE ? HP_STEP_COPY_WITHIN : HP_STEP_MOVE,
+                                    why};
+}
+
+struct hp_realloc_plan hp_realloc_plan(const struct hp_realloc_block *b, uint64_t new_size,
+                                       uint64_t flags, uint64_t base_page_size,
+                                       const struct hp_candidate *best)
+{
+    uint64_t wanted = hp_flags_page_size(flags);
+    if (wanted && wanted != b->page_size)
+        return copy(b, HP_RWHY_PAGE_SIZE);
+    if ((flags & HP_F_REQUIRE_HUGE) && b->page_size <= base_page_size)
+        return copy(b, HP_RWHY_REQUIRE_HUGE);
+    /* Shared memory mapped before a fork is the other process's too: a
+     * remap (a shrinking ftruncate, say) could take pages away under it
+     * (hp/backend.h, HP_MAP_SHARED). */
+    if ((b->map_flags & HP_MAP_SHARED) && b->forked)
+        return copy(b, HP_RWHY_SHARED_FORK);
+    /* hugetlb pages that existed at a fork may be shared with the child;
+     * growing could move them (mremap), and the owner's later copy-on-write
+     * fault with the pool empty then looks for the child's copy at the new
+     * address (mm/hugetlb.c hugetlb_wp -> unmap_ref_private unmaps by the
+     * faulting address), finds none and retries: on Linux 6.18 a parent
+     * writing pages it had moved after a fork hung in the kernel until it
+     * was killed. Such a block grows by copy into new memory; shrinking in
+     * place moves nothing. */
+    if ((b->map_flags & HP_MAP_POOL) && b->forked && new_size > b->len)
+        return copy(b, HP_RWHY_POOL_FORK);
+    /* Promotion costs one copy of at most one huge page. */
+    if (best && hp_realloc_may_promote(b, new_size, base_page_size) &&
+        best->page_size > base_page_size && b->len <= best->page_size)
+        return (struct hp_realloc_plan){HP_STEP_MOVE, HP_RWHY_PROMOTE};
+    return (struct hp_realloc_plan){HP_STEP_RESIZE, HP_RWHY_FITS};
+}
+
+struct hp_realloc_plan hp_realloc_after(const struct hp_realloc_block *b, int32_t resize_rc,
+                                        uint64_t flags, uint64_t base_page_size)
+{
+    if (resize_rc == HP_ENOMEM && b->page_size > base_page_size) {
+        if (flags & HP_F_REQUIRE_HUGE)
+            return (struct hp_realloc_plan){HP_STEP_FAIL, HP_RWHY_POOL_DRY};
+        return copy(b, HP_RWHY_POOL_DRY);
+    }
+    return copy(b, HP_RWHY_RESIZE_FAILED);
+}
+
+const char *hp_realloc_why_name(uint32_t why)
+{
+    static const char *const names[HP_RWHY_COUNT] = {
+        "fits", "page-size", "require-huge", "promote", "shared-after-fork", "pool-after-fork",
+        "pool-dry", "resize-failed"};
+    return why < HP_RWHY_COUNT ? names[why] : "?";
 }
 
 /* ---- stack planning ---- */

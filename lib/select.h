@@ -82,14 +82,115 @@ unsigned hp_select_explain(const struct hp_select_request *req,
 /* Stable short name of a why ("pool-short"), for hpctl explain --json. */
 const char *hp_select_why_name(uint32_t why);
 
-/* Credit a hugetlb backend's pool figures with the pages the cache holds
- * (cached_bytes[k] for page size k): the cache gives them back to the pool
- * when a map needs them, so they count as free. Pure; no-op for other kinds. */
-void hp_select_credit_cached(struct hp_backend_caps *caps, uint32_t kind,
-                             const uint64_t cached_bytes[HP_MAX_PAGE_SIZES]);
-
 /* Requested page size encoded in flags, 0 if none. */
 uint64_t hp_flags_page_size(uint64_t flags);
+
+/*
+ * The policy of hp_alloc and hp_realloc around hp_select. Pure functions of
+ * their arguments; lib/alloc.c gathers the figures, calls these and does
+ * what they say (map, cache, registry, copy). README.md "Selection" states
+ * the same rules for users.
+ */
+
+/* Which kinds the selection may choose without being told: HP_KIND_HUGETLB,
+ * _THP, _MTHP and _BASE (the tiers, in that order). HP_KIND_OTHER serves
+ * only a request that names it (hp_alloc_opts.backend) or an HP_BACKENDS
+ * list that lists it. */
+int hp_select_automatic(uint32_t kind);
+
+/* Build the request selection sees: the caller's len, flags, backend and
+ * exclude list merged with HP_BACKENDS (env->only / env->never, which
+ * restrict every request). The request points into exclude and env. */
+void hp_select_request_init(struct hp_select_request *sr, uint64_t len, uint64_t flags,
+                            uint64_t base_page_size, const char *backend,
+                            const char (*exclude)[HP_OPT_NAME_LEN], unsigned n_exclude,
+                            const struct hp_options *env);
+
+/* Whether a block allocated under sr is pinned to its backend, which
+ * hp_realloc then never leaves (hp_realloc_plan). */
+enum hp_pin {
+    HP_PIN_NONE = HP_BLOCK_PIN_NONE,    /* the selection may move it among the
+                                         * allowed backends */
+    HP_PIN_NAMED = HP_BLOCK_PIN_NAMED,  /* hp_alloc_opts.backend named the backend */
+    HP_PIN_ENV = HP_BLOCK_PIN_ENV       /* HP_BACKENDS listed exactly one backend
+                                         * (and the caller named none) */
+};
+uint32_t hp_select_pin(const struct hp_select_request *sr);
+
+/* Credit a backend's pool figures with the pages the cache holds
+ * (cached_bytes[k] for page size k): the cache gives them back to the pool
+ * when a map needs them (lib/alloc.c serve), so they count as free. Every
+ * pooled page size (pool_free != UINT64_MAX) is credited, whatever the
+ * backend's kind; unpooled sizes are left alone. A backend that was
+ * unavailable because its pool was empty becomes available when the cache
+ * holds pages of it. */
+void hp_select_credit_cached(struct hp_backend_caps *caps,
+                             const uint64_t cached_bytes[HP_MAX_PAGE_SIZES]);
+
+/* A live block as hp_realloc's rules see it. */
+struct hp_realloc_block {
+    uint64_t page_size;           /* of its mapping */
+    uint64_t len;                 /* usable bytes now */
+    uint32_t map_flags;           /* HP_MAP_* of its mapping */
+    uint32_t pin;                 /* enum hp_pin */
+    int forked;                   /* a fork() happened since its pages were mapped */
+};
+
+/* What hp_realloc does next with a block. */
+enum hp_realloc_step {
+    HP_STEP_RESIZE,       /* in its backend: the cached range after it, else the
+                           * backend's remap (in place or moving page tables) */
+    HP_STEP_COPY_WITHIN,  /* copy into a new block of the same backend */
+    HP_STEP_MOVE,         /* copy into a new block chosen by the selection
+                           * (any allowed backend; logged under HP_DEBUG) */
+    HP_STEP_FAIL          /* fail; the block stays as it is */
+};
+
+/* Why. */
+enum hp_realloc_why {
+    HP_RWHY_FITS,          /* nothing stands in the way of resizing in place */
+    HP_RWHY_PAGE_SIZE,     /* the flags ask for another page size */
+    HP_RWHY_REQUIRE_HUGE,  /* HP_F_REQUIRE_HUGE for a base-page block */
+    HP_RWHY_PROMOTE,       /* a small base-page block grows to a size the
+                            * selection serves with huge pages */
+    HP_RWHY_SHARED_FORK,   /* HP_MAP_SHARED memory mapped before a fork: remap
+                            * could take pages from the other process */
+    HP_RWHY_POOL_FORK,     /* pool pages that existed at a fork grow by copy
+                            * (hp/alloc.h, fork and hugetlb blocks) */
+    HP_RWHY_POOL_DRY,      /* the backend could not grow a huge-page block */
+    HP_RWHY_RESIZE_FAILED, /* the backend's remap is missing or failed */
+    HP_RWHY_COUNT
+};
+
+struct hp_realloc_plan {
+    uint32_t step;                /* enum hp_realloc_step */
+    uint32_t why;                 /* enum hp_realloc_why */
+};
+
+/* Does hp_realloc_plan need the selection's best candidate for new_size
+ * (the promotion rule)? Only a growing base-page block that is not pinned
+ * can be promoted; the caller skips the selection otherwise. */
+int hp_realloc_may_promote(const struct hp_realloc_block *b, uint64_t new_size,
+                           uint64_t base_page_size);
+
+/* The first step for resizing b to new_size with flags. best is the
+ * selection's first candidate for a fresh block of new_size with flags, or
+ * NULL when there is none or hp_realloc_may_promote said it is not needed.
+ * A pinned block is never given HP_STEP_MOVE. */
+struct hp_realloc_plan hp_realloc_plan(const struct hp_realloc_block *b, uint64_t new_size,
+                                       uint64_t flags, uint64_t base_page_size,
+                                       const struct hp_candidate *best);
+
+/* The step after HP_STEP_RESIZE failed with resize_rc (a negative hp
+ * error): a huge-page block whose backend ran dry (HP_ENOMEM) moves unless
+ * HP_F_REQUIRE_HUGE forbids it (then HP_STEP_FAIL); any other failure
+ * copies: within the backend if b is pinned, else where the selection
+ * says. */
+struct hp_realloc_plan hp_realloc_after(const struct hp_realloc_block *b, int32_t resize_rc,
+                                        uint64_t flags, uint64_t base_page_size);
+
+/* Stable short name of a why ("pool-dry"), for the HP_DEBUG log. */
+const char *hp_realloc_why_name(uint32_t why);
 
 /* ---- stack planning (hp_stack_create) ----
  *

@@ -145,6 +145,12 @@ static int orders_advise(void *self, const struct hp_mapping *m, uint64_t flags)
     return hpb_advise_populate(host, m, flags);
 }
 
+/* The node of the block's first page; no descriptor. */
+static int orders_query(void *self, const struct hp_mapping *m, struct hp_block_query *q)
+{
+    return hpb_query(host, m, q);
+}
+
 static const struct hp_backend_ops orders_ops = {
     .abi_version = HP_BACKEND_ABI_VERSION,
     .size = sizeof(struct hp_backend_ops),
@@ -156,6 +162,7 @@ static const struct hp_backend_ops orders_ops = {
     .unmap = orders_unmap,
     .remap = orders_remap,
     .advise = orders_advise,
+    .query = orders_query,
 };
 
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -262,4 +263,13 @@ void hpb_discard(const struct hp_host *h, void *addr, uint64_t len)
 {
     if (h->os_unmap(addr, len) < 0)
         h->os_unmap(addr, len);
+}
+
+int hpb_query(const struct hp_host *h, const struct hp_mapping *m, struct hp_block_query *q)
+{
+    int node = -1;
+    if (h->size > offsetof(struct hp_host, os_page_node) && h->os_page_node &&
+        h->os_page_node(m->addr, &node) == 0 && node >= 0)
+        q->numa_node = node;
+    return HP_OK;
 }

@@ -107,6 +107,11 @@ int hpb_unmap(const struct hp_host *h, const struct hp_mapping *m);
 /* The advise op of backends whose only advice is HP_F_POPULATE. */
 int hpb_advise_populate(const struct hp_host *h, const struct hp_mapping *m, uint64_t flags);
 
+/* The query op of libhp's own backends: numa_node is the node of the page
+ * at m->addr (host->os_page_node; -1 while it is not resident or the host
+ * has no such upcall); no fd. Always HP_OK. */
+int hpb_query(const struct hp_host *h, const struct hp_mapping *m, struct hp_block_query *q);
+
 /* THP mode from a sysfs "enabled" file: "always", "madvise", "never", or
  * "inherit" (per-size files only). Writes it into mode; returns 0 or -errno. */
 int hpb_read_mode(const struct hp_host *h, const char *path, char *mode, size_t cap);

@@ -129,6 +129,12 @@ static int fallback_advise(void *self, const struct hp_mapping *m, uint64_t flag
     return hpb_advise_populate(host, m, flags);
 }
 
+/* The node of the block's first page; no descriptor. */
+static int fallback_query(void *self, const struct hp_mapping *m, struct hp_block_query *q)
+{
+    return hpb_query(host, m, q);
+}
+
 static const struct hp_backend_ops fallback_ops = {
     .abi_version = HP_BACKEND_ABI_VERSION,
     .size = sizeof(struct hp_backend_ops),
@@ -140,6 +146,7 @@ static const struct hp_backend_ops fallback_ops = {
     .unmap = fallback_unmap,
     .remap = fallback_remap,
     .advise = fallback_advise,
+    .query = fallback_query,
 };
 
 #ifdef HP_BUILTIN_BACKEND

@@ -384,6 +384,12 @@ static int hugetlb_advise(void *self, const struct hp_mapping *m, uint64_t flags
     return hpb_advise_populate(host, m, flags);
 }
 
+/* The node of the block's first page; no descriptor. */
+static int hugetlb_query(void *self, const struct hp_mapping *m, struct hp_block_query *q)
+{
+    return hpb_query(host, m, q);
+}
+
 static const struct hp_backend_ops hugetlb_ops = {
     .abi_version = HP_BACKEND_ABI_VERSION,
     .size = sizeof(struct hp_backend_ops),
@@ -395,6 +401,7 @@ static const struct hp_backend_ops hugetlb_ops = {
     .unmap = hugetlb_unmap,
     .remap = hugetlb_remap,
     .advise = hugetlb_advise,
+    .query = hugetlb_query,
 };
 
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);

@@ -144,6 +144,12 @@ static int thp_advise(void *self, const struct hp_mapping *m, uint64_t flags)
     return thp_apply(m->addr, m->len, m->page_size, flags);
 }
 
+/* The node of the block's first page; no descriptor. */
+static int thp_query(void *self, const struct hp_mapping *m, struct hp_block_query *q)
+{
+    return hpb_query(host, m, q);
+}
+
 static const struct hp_backend_ops thp_ops = {
     .abi_version = HP_BACKEND_ABI_VERSION,
     .size = sizeof(struct hp_backend_ops),
@@ -155,6 +161,7 @@ static const struct hp_backend_ops thp_ops = {
     .unmap = thp_unmap,
     .remap = thp_remap,
     .advise = thp_advise,
+    .query = thp_query,
 };
 
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);

@@ -98,15 +98,18 @@ HP_EXTERN(int32_t) hp_free(void *p);
  * headroom, or the cached range right after them) or move whole to an
  * address aligned to their page size; shrinking releases the tail in place.
  * Bytes are copied only (a) when a base-page block of at most one huge page
- * grows to a size the selection serves with huge pages, unless its backend
- * was named in hp_alloc_opts; (b) when flags ask for another page size, or
+ * grows to a size the selection serves with huge pages, unless the block
+ * is pinned (below); (b) when flags ask for another page size, or
  * HP_F_REQUIRE_HUGE for a base-page block; (c) when the block's backend
  * cannot grow it (hugetlb pool exhausted, or no remap op): it moves to the
  * backend the selection picks for new_size — with HP_F_REQUIRE_HUGE it fails
- * with HP_ENOHUGE instead. A block whose backend was named in
- * hp_alloc_opts.backend never leaves that backend: it is resized by the
- * backend's remap, or copied into a new block of the same backend, or
- * hp_realloc fails with the backend's own detail and the block unchanged.
+ * with HP_ENOHUGE instead. A pinned block — its backend named in
+ * hp_alloc_opts.backend, or allocated while HP_BACKENDS listed exactly one
+ * backend and the caller named none (hp_block_info.pin) — never leaves
+ * that backend: it is resized by the backend's remap, or copied into a new
+ * block of the same backend, or hp_realloc fails with the backend's own
+ * detail and the block unchanged. With several backends in HP_BACKENDS a
+ * block may move among them.
  * Every move to another backend is logged under HP_DEBUG=1, and hp_info's
  * backend field names the new backend. Thread-safe, but one block must not
  * be resized and freed concurrently. */
@@ -130,8 +133,18 @@ struct hp_block_info {
     int32_t fd;                    /* descriptor backing the block (a memfd), owned by the
                                       backend and valid until the block is freed; -1 none */
     uint64_t fd_offset;            /* offset of the block's start in fd; 0 without fd */
+    /* Since 1.2 (filled only when size reaches it): */
+    uint32_t pin;                  /* HP_BLOCK_PIN_*: whether hp_realloc keeps the block
+                                      in its backend, and why */
+    uint32_t reserved2;            /* 0 */
 };
-#define HP_BLOCK_INFO_INIT {sizeof(struct hp_block_info), 0, {0}, 0, 0, 0, 0, 0, 0, -1, -1, 0}
+#define HP_BLOCK_INFO_INIT {sizeof(struct hp_block_info), 0, {0}, 0, 0, 0, 0, 0, 0, -1, -1, 0, 0, 0}
+
+/* hp_block_info.pin */
+#define HP_BLOCK_PIN_NONE  0u  /* hp_realloc may move it to another allowed backend */
+#define HP_BLOCK_PIN_NAMED 1u  /* hp_alloc_opts.backend named its backend: it stays there */
+#define HP_BLOCK_PIN_ENV   2u  /* HP_BACKENDS listed only its backend when it was
+                                  allocated: it stays there */
 
 /* Describe the block starting at p. Returns HP_OK, HP_EINVAL (info NULL or
  * info->size too small), HP_EFOREIGN, HP_EINTERIOR or HP_EDOUBLEFREE.
@@ -141,7 +154,7 @@ struct hp_block_info {
  * the backend's answer to its query op (-1, -1, 0 without one; a caller
  * whose struct ends before them, as in libhp 1.0, gets the rest).
  * backend names the backend serving the block now: hp_realloc may have
- * moved it to another one (hp_realloc above).
+ * moved it to another one (hp_realloc above), unless pin says it stays.
  * Thread-safe. */
 HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info);
 

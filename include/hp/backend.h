@@ -169,6 +169,14 @@ struct hp_host {
     /* getcpu(2): the CPU and NUMA node the calling thread runs on now (either
      * pointer may be NULL). A hint: the thread may migrate right after. */
     int (*os_getcpu)(unsigned *cpu, unsigned *node);
+    /* get_mempolicy(2) with MPOL_F_NODE | MPOL_F_ADDR: *node gets the NUMA
+     * node of the page holding addr (on a one-node machine, 0). addr lies
+     * in a mapping of this process. Never faults a page in: -ENOENT when
+     * the base page at addr is not resident (mincore(2)), so the node is
+     * not known yet; -ENOSYS where the kernel has no NUMA support. Appended
+     * after os_getcpu: a plugin that may run on a core whose host->size
+     * ends before this field checks host->size first. */
+    int (*os_page_node)(const void *addr, int *node);
 };
 
 /* Per page size flags in struct hp_backend_caps. */
@@ -321,6 +329,8 @@ struct hp_block_query {
  * advise: apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping.
  * huge_bytes: huge-backed bytes of m now; NULL: host->measure_huge_bytes.
  * query: fill q about m (see struct hp_block_query); NULL: all unknown.
+ *   libhp's own backends fill numa_node with host->os_page_node of addr
+ *   (-1 until the first page is touched) and leave fd at -1.
  */
 struct hp_backend_ops {
     uint32_t abi_version;        /* HP_BACKEND_ABI_VERSION */

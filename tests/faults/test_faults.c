@@ -81,7 +81,8 @@ static int n_named;
 static const enum hp_os_op ops[] = {HP_OS_MAP, HP_OS_UNMAP, HP_OS_REMAP, HP_OS_ADVISE,
                                     HP_OS_PROTECT, HP_OS_READ, HP_OS_MBIND, HP_OS_GETCPU};
 static const char *op_names[] = {"mmap", "munmap", "mremap", "madvise", "mprotect", "read",
-                                 [HP_OS_MBIND] = "mbind", [HP_OS_GETCPU] = "getcpu"};
+                                 [HP_OS_MBIND] = "mbind", [HP_OS_GETCPU] = "getcpu",
+                                 [HP_OS_NODE] = "get_mempolicy"};
 static const int errs[] = {ENOMEM, EINVAL, EAGAIN};
 
 /* Blocks made before the faults and checked after each run. */
@@ -618,7 +619,30 @@ static void faults_in_plugin_upcalls(void **state)
     int rc = h->os_mbind(p, 1 << 16, 0 /* MPOL_DEFAULT */, NULL, 0, 0);
     assert_true(rc == 0 || rc == -ENOSYS);
     assert_int_equal(h->os_mbind(p, 1 << 16, 0, NULL, 5000, 0), -EINVAL);
+    /* os_page_node never faults a page in: untouched memory has no node. */
+    int node_of = 9999;
+    assert_int_equal(h->os_page_node(p, &node_of), -ENOENT);
+    assert_int_equal(node_of, 9999);
+    ((volatile char *)p)[0] = 1;
+    hp_os_inject_fault(HP_OS_NODE, 1, EIO, 0);
+    assert_int_equal(h->os_page_node(p, &node_of), -EIO);
+    rc = h->os_page_node(p, &node_of);
+    assert_true((rc == 0 && node_of >= 0 && node_of < 4096) || rc == -ENOSYS);
     assert_int_equal(h->os_unmap(p, 1 << 16), 0);
+    /* hp_info of a built-in's block asks the upcall; when it fails the node
+     * is unknown and hp_info still succeeds. */
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fallback";
+    o.flags = HP_F_POPULATE;
+    void *b = hp_alloc_ex(1 << 16, &o);
+    assert_non_null(b);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    assert_int_equal(hp_info(b, &info), HP_OK);
+    assert_true(info.numa_node == (rc == 0 ? node_of : -1) && info.fd == -1);
+    hp_os_inject_fault(HP_OS_NODE, 1, EIO, 0);
+    assert_int_equal(hp_info(b, &info), HP_OK);
+    assert_true(info.numa_node == -1 && info.fd == -1);
+    assert_int_equal(hp_free(b), HP_OK);
     hp_os_clear_faults();
 }
 

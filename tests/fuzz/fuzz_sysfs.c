@@ -149,6 +149,12 @@ static int fake_getcpu(unsigned *cpu, unsigned *node)
     return -ENOSYS;
 }
 
+static int fake_page_node(const void *addr, int *node)
+{
+    (void)addr, (void)node;
+    return -ENOSYS;
+}
+
 static int64_t fake_measure(const void *addr, size_t len)
 {
     (void)addr, (void)len;
@@ -158,7 +164,7 @@ static int64_t fake_measure(const void *addr, size_t len)
 static const struct hp_host host = {
     HP_BACKEND_ABI_VERSION, sizeof(struct hp_host), fake_log, fake_detail, fake_map,
     fake_unmap, fake_remap, fake_advise, fake_protect, fake_read, fake_measure, 4096,
-    fake_memfd, fake_ftruncate, fake_close, fake_mbind, fake_getcpu,
+    fake_memfd, fake_ftruncate, fake_close, fake_mbind, fake_getcpu, fake_page_node,
 };
 
 static const struct hp_backend_ops *ops[3];

@@ -130,6 +130,62 @@ static void requested_page_sizes(void **state)
     kt_release(p);
 }
 
+/* The node /proc/self/numa_maps gives for the mapping that holds addr (its
+ * one "N<node>=<pages>" entry), -1 if it lists none, -2 if several. */
+static int numa_maps_node(const void *addr)
+{
+    struct kt_vma v;
+    FILE *f = fopen("/proc/self/numa_maps", "r");
+    if (!f || kt_vma_of(addr, &v) != 0) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    char line[1024];
+    int node = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (strtoull(line, NULL, 16) != v.start)
+            continue;
+        for (char *t = strstr(line, " N"); t; t = strstr(t + 2, " N")) {
+            int n;
+            if (sscanf(t, " N%d=", &n) == 1)
+                node = node == -1 ? n : -2;
+        }
+        break;
+    }
+    fclose(f);
+    return node;
+}
+
+/* Every built-in answers the query op: hp_info's numa_node is the node the
+ * kernel put the block's pages on (numa_maps agrees), and no descriptor. */
+static void builtins_report_numa_node(void **state)
+{
+    KT_PRECONDITIONS();
+    if (access("/proc/self/numa_maps", R_OK) != 0) {
+        kt_note("skipped: no /proc/self/numa_maps (kernel without CONFIG_NUMA)");
+        return;
+    }
+    static const struct {
+        const char *backend;
+        size_t len;
+        uint64_t flags;
+    } cases[] = {{"hugetlbfs", 2 * KT_2M, HP_F_PAGE_2M}, {"thp-madvise", 2 * KT_2M, 0},
+                 {"anon-orders", 4 * KT_64K, HP_F_PAGE_64K}, {"fallback", 4 * KT_4K, 0}};
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *p = kt_must_alloc(cases[i].len, cases[i].backend, NULL,
+                                cases[i].flags | HP_F_POPULATE);
+        struct hp_block_info info = kt_info(p);
+        int want = numa_maps_node(p);
+        kt_note("%s: numa_node %d, numa_maps N%d, fd %d", cases[i].backend, info.numa_node, want,
+                info.fd);
+        KT_CHECK(want >= 0 && info.numa_node == want && info.fd == -1 && info.fd_offset == 0,
+                 "%s: hp_info numa_node %d fd %d, numa_maps says node %d", cases[i].backend,
+                 info.numa_node, info.fd, want);
+        kt_release(p);
+    }
+}
+
 /* The pure policy, fed this machine's own probe results. */
 static void policy_on_this_machines_records(void **state)
 {
@@ -228,6 +284,7 @@ int main(void)
         cmocka_unit_test_teardown(small_requests, teardown),
         cmocka_unit_test_teardown(requested_page_sizes, teardown),
         cmocka_unit_test_teardown(policy_on_this_machines_records, teardown),
+        cmocka_unit_test_teardown(builtins_report_numa_node, teardown),
         cmocka_unit_test(pool_snapshot_identical),
     };
     return cmocka_run_group_tests_name("kernel-select", tests, NULL, NULL);

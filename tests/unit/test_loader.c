@@ -313,6 +313,8 @@ static int child_pinned(void *dir)
     o.backend = "fixture-good";  /* no remap */
     unsigned char *p = hp_alloc_ex(64 << 10, &o);
     CHILD_CHECK(p && backend_is(p, "fixture-good"));
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(hp_info(p, &info) == HP_OK && info.pin == HP_BLOCK_PIN_NAMED);
     memset(p, 0x11, 64 << 10);
     unsigned char *q = hp_realloc(p, 3 << 20, 0);
     CHILD_CHECK(q && backend_is(q, "fixture-good") && filled(q, 64 << 10, 0x11) &&
@@ -348,6 +350,62 @@ static void named_block_never_migrates(void **state)
     copy_plugins(fixture_dir, dir, 0755);
     copy_plugins(backend_dir, dir, 0755);
     assert_int_equal(run_in_child(child_pinned, dir), 0);
+    remove_dir(dir);
+}
+
+/* HP_BACKENDS listing exactly one backend pins the blocks it serves like
+ * a name in hp_alloc_opts.backend: a failing remap and a failing copy make
+ * hp_realloc fail with the plugin's details and leave the block unchanged.
+ * A longer list lets a block move among the listed backends. */
+static int child_env_pinned(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    setenv("HP_BACKENDS", "fixture-remap-fails", 1);
+    unsigned char *p = hp_alloc(64 << 10, 0);
+    CHILD_CHECK(p && backend_is(p, "fixture-remap-fails"));
+    memset(p, 0x33, 64 << 10);
+    unsigned char *q = hp_realloc(p, 4 << 20, 0);
+    fprintf(stderr, "# %s: %s\n", hp_error_name(hp_last_error()), hp_last_error_detail());
+    CHILD_CHECK(q == NULL && hp_last_error() == HP_ENOMEM);
+    CHILD_CHECK(strstr(hp_last_error_detail(), "fixture remap refused") &&
+                strstr(hp_last_error_detail(), "fixture map refuses more than 1 MiB") &&
+                strstr(hp_last_error_detail(), "HP_BACKENDS"));
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(hp_info(p, &info) == HP_OK && info.usable_size == 64 << 10 &&
+                !strcmp(info.backend, "fixture-remap-fails") && filled(p, 64 << 10, 0x33) &&
+                info.pin == HP_BLOCK_PIN_ENV);
+    /* Within the backend's reach a copy inside it works. */
+    q = hp_realloc(p, 512 << 10, 0);
+    CHILD_CHECK(q && backend_is(q, "fixture-remap-fails") && filled(q, 64 << 10, 0x33));
+    CHILD_CHECK(hp_info(q, &info) == HP_OK && info.pin == HP_BLOCK_PIN_ENV);
+    CHILD_CHECK(hp_free(q) == HP_OK);
+    return 0;
+}
+
+static int child_env_list(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    setenv("HP_BACKENDS", "fixture-remap-fails,fallback", 1);
+    unsigned char *p = hp_alloc(64 << 10, 0);
+    CHILD_CHECK(p && backend_is(p, "fixture-remap-fails"));
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(hp_info(p, &info) == HP_OK && info.pin == HP_BLOCK_PIN_NONE);
+    memset(p, 0x44, 64 << 10);
+    unsigned char *q = hp_realloc(p, 4 << 20, 0);
+    CHILD_CHECK(q && backend_is(q, "fallback") && filled(q, 64 << 10, 0x44) &&
+                filled(q + (64 << 10), (4 << 20) - (64 << 10), 0));
+    CHILD_CHECK(hp_free(q) == HP_OK);
+    return 0;
+}
+
+static void hp_backends_alone_pins_the_block(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    copy_plugins(backend_dir, dir, 0755);
+    assert_int_equal(run_in_child(child_env_pinned, dir), 0);
+    assert_int_equal(run_in_child(child_env_list, dir), 0);
     remove_dir(dir);
 }
 
@@ -927,6 +985,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(plugin_context_reaches_every_op_and_fini),
         cmocka_unit_test(carvable_plugin_gets_the_cache),
         cmocka_unit_test(named_block_never_migrates),
+        cmocka_unit_test(hp_backends_alone_pins_the_block),
         cmocka_unit_test(shared_block_resized_after_fork_is_copied),
         cmocka_unit_test(builtin_fallback_without_plugins),
         cmocka_unit_test(world_writable_directory_is_refused),

@@ -309,14 +309,254 @@ static void cached_pages_count_as_free(void **state)
     caps[HUGETLB].pool_free[0] = 0;
     caps[HUGETLB].pool_free[1] = 0;
     caps[HUGETLB].available = 0;
-    hp_select_credit_cached(&caps[HUGETLB], HP_KIND_HUGETLB, cached);
+    hp_select_credit_cached(&caps[HUGETLB], cached);
     assert_true(caps[HUGETLB].pool_free[0] == 3);   /* whole pages only */
     assert_true(caps[HUGETLB].pool_free[1] == 2);
     assert_true(caps[HUGETLB].available);
-    hp_select_credit_cached(&caps[THP], HP_KIND_THP, cached);
+    hp_select_credit_cached(&caps[THP], cached);
     assert_true(caps[THP].pool_free[0] == UNPOOLED);
     struct hp_select_request r = req(6 * M, 0);
     check(&r, (struct expect[]){{HUGETLB, 2 * M}, {THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 4);
+}
+
+/* The environment as hp_options() would hold it after parsing HP_BACKENDS. */
+static struct hp_options env_of(const char *const *only, unsigned n_only,
+                                const char *const *never, unsigned n_never)
+{
+    struct hp_options o;
+    memset(&o, 0, sizeof(o));
+    for (unsigned i = 0; i < n_only; i++)
+        strcpy(o.only[i], only[i]);
+    for (unsigned i = 0; i < n_never; i++)
+        strcpy(o.never[i], never[i]);
+    o.n_only = n_only;
+    o.n_never = n_never;
+    return o;
+}
+
+/* HP_BACKENDS "anon-orders,hugetlbfs,-thp-madvise" and the caller's exclude
+ * list meet in one request: the list's order replaces the tiers, "-name"
+ * and the exclude list both remove. */
+static void hp_backends_merges_with_opts(void **state)
+{
+    (void)state;
+    struct hp_options env = env_of((const char *[]){"anon-orders", "hugetlbfs"}, 2,
+                                   (const char *[]){"thp-madvise"}, 1);
+    const char exclude[][HP_OPT_NAME_LEN] = {"fallback"};
+    struct hp_select_request r;
+    hp_select_request_init(&r, 8 * M, HP_F_POPULATE, 4 * K, NULL, exclude, 1, &env);
+    assert_true(r.len == 8 * M && r.flags == HP_F_POPULATE && r.base_page_size == 4 * K);
+    assert_int_equal(r.n_only, 2);
+    assert_int_equal(r.n_never, 1);
+    assert_int_equal(r.n_exclude, 1);
+    assert_null(r.backend);
+    check(&r, (struct expect[]){{MTHP, 64 * K}, {HUGETLB, 2 * M}}, 2);
+
+    /* Only "-name": the policy's tiers, without that backend. */
+    env = env_of(NULL, 0, (const char *[]){"hugetlbfs"}, 1);
+    hp_select_request_init(&r, 8 * M, 0, 4 * K, NULL, NULL, 0, &env);
+    assert_int_equal(r.n_exclude, 0);
+    check(&r, (struct expect[]){{THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 3);
+    /* The caller's exclusion of the only backend HP_BACKENDS lists: nothing. */
+    env = env_of((const char *[]){"fallback"}, 1, NULL, 0);
+    hp_select_request_init(&r, 8 * M, 0, 4 * K, NULL, exclude, 1, &env);
+    check(&r, NULL, 0);
+    /* HP_BACKENDS listing a name no backend has serves nothing. */
+    env = env_of((const char *[]){"no-such"}, 1, NULL, 0);
+    hp_select_request_init(&r, 8 * M, 0, 4 * K, NULL, NULL, 0, &env);
+    check(&r, NULL, 0);
+}
+
+/* A block is pinned when the caller named its backend, or HP_BACKENDS
+ * listed exactly one; a longer list lets hp_realloc move it among them. */
+static void pin_rule(void **state)
+{
+    (void)state;
+    struct hp_options none = env_of(NULL, 0, NULL, 0);
+    struct hp_options one = env_of((const char *[]){"example"}, 1, NULL, 0);
+    struct hp_options two = env_of((const char *[]){"example", "fallback"}, 2, NULL, 0);
+    struct hp_options never = env_of(NULL, 0, (const char *[]){"hugetlbfs"}, 1);
+    struct hp_select_request r;
+    hp_select_request_init(&r, 4 * K, 0, 4 * K, NULL, NULL, 0, &none);
+    assert_int_equal(hp_select_pin(&r), HP_PIN_NONE);
+    hp_select_request_init(&r, 4 * K, 0, 4 * K, "example", NULL, 0, &none);
+    assert_int_equal(hp_select_pin(&r), HP_PIN_NAMED);
+    hp_select_request_init(&r, 4 * K, 0, 4 * K, NULL, NULL, 0, &one);
+    assert_int_equal(hp_select_pin(&r), HP_PIN_ENV);
+    /* The one listed backend is the only candidate, third-party or not. */
+    check(&r, (struct expect[]){{OTHER, 4 * K}}, 1);
+    hp_select_request_init(&r, 4 * K, 0, 4 * K, "example", NULL, 0, &one);
+    assert_int_equal(hp_select_pin(&r), HP_PIN_NAMED);
+    hp_select_request_init(&r, 4 * K, 0, 4 * K, NULL, NULL, 0, &two);
+    assert_int_equal(hp_select_pin(&r), HP_PIN_NONE);
+    hp_select_request_init(&r, 4 * K, 0, 4 * K, NULL, NULL, 0, &never);
+    assert_int_equal(hp_select_pin(&r), HP_PIN_NONE);
+}
+
+/* A named backend that is unavailable yields no candidate (the caller's
+ * check_named reports its reason) and nothing else stands in for it. */
+static void named_unavailable_backend(void **state)
+{
+    (void)state;
+    caps[HUGETLB].available = 0;
+    struct hp_select_request r = req(2 * M, 0);
+    r.backend = "hugetlbfs";
+    check(&r, NULL, 0);
+    struct hp_select_note notes[64];
+    unsigned n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, HUGETLB, 0)->why, HP_WHY_UNAVAILABLE);
+    assert_int_equal(find(notes, n, THP, 0)->why, HP_WHY_NOT_NAMED);
+}
+
+/* HP_F_REQUIRE_HUGE with only base-page backends allowed: nothing. */
+static void require_huge_with_base_only(void **state)
+{
+    (void)state;
+    struct hp_options env = env_of((const char *[]){"fallback", "example"}, 2, NULL, 0);
+    struct hp_select_request r;
+    hp_select_request_init(&r, 8 * M, HP_F_REQUIRE_HUGE, 4 * K, NULL, NULL, 0, &env);
+    check(&r, NULL, 0);
+    hp_select_request_init(&r, 8 * M, 0, 4 * K, NULL, NULL, 0, &env);
+    check(&r, (struct expect[]){{BASE, 4 * K}, {OTHER, 4 * K}}, 2);
+}
+
+/* A pool short by one page is passed over; the one page the cache holds
+ * closes the gap. */
+static void pool_short_by_one_page_and_cache_credit(void **state)
+{
+    (void)state;
+    caps[HUGETLB].pool_free[0] = 3;  /* 8 MiB needs 4 */
+    struct hp_select_request r = req(8 * M, 0);
+    struct hp_select_note notes[64];
+    unsigned n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, HUGETLB, 2 * M)->why, HP_WHY_POOL_SHORT);
+    assert_int_equal(find(notes, n, HUGETLB, 2 * M)->short_pages, 1);
+    check(&r, (struct expect[]){{THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 3);
+    uint64_t cached[HP_MAX_PAGE_SIZES] = {2 * M - 1};  /* less than a page: no credit */
+    hp_select_credit_cached(&caps[HUGETLB], cached);
+    assert_true(caps[HUGETLB].pool_free[0] == 3);
+    cached[0] = 2 * M;
+    hp_select_credit_cached(&caps[HUGETLB], cached);
+    assert_true(caps[HUGETLB].pool_free[0] == 4);
+    check(&r, (struct expect[]){{HUGETLB, 2 * M}, {THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}},
+          4);
+}
+
+/* Which kinds are chosen automatically, and a third-party plugin of kind
+ * HP_KIND_HUGETLB beside the built-ins: it is a hugetlb tier like the
+ * built-in, its pool is credited like any pool, and the plugin of kind
+ * other stays out until named. */
+static void third_party_hugetlb_kind_is_automatic(void **state)
+{
+    (void)state;
+    assert_true(hp_select_automatic(HP_KIND_HUGETLB) && hp_select_automatic(HP_KIND_THP) &&
+                hp_select_automatic(HP_KIND_MTHP) && hp_select_automatic(HP_KIND_BASE));
+    assert_false(hp_select_automatic(HP_KIND_OTHER));
+    assert_false(hp_select_automatic(5));
+    struct hp_backend_caps memfd = {0};
+    add_size(&memfd, 2 * M, 0);       /* empty pool: unavailable as probed */
+    memfd.available = 0;
+    struct hp_select_backend bk[NB + 1];
+    memcpy(bk, view, sizeof(view));
+    bk[NB] = (struct hp_select_backend){"memfd-huge", HP_KIND_HUGETLB, &memfd};
+    caps[HUGETLB].pool_free[0] = 1;   /* the built-in holds one 2 MiB page */
+    struct hp_select_request r = req(4 * M, 0);
+    struct hp_candidate out[HP_SELECT_MAX];
+    unsigned n = hp_select(&r, bk, NB + 1, out, HP_SELECT_MAX);
+    assert_int_equal(n, 3);
+    assert_int_equal(out[0].backend, THP);
+    /* The cache holds two pages of the plugin's pool: it serves first. */
+    uint64_t cached[HP_MAX_PAGE_SIZES] = {4 * M};
+    hp_select_credit_cached(&memfd, cached);
+    assert_true(memfd.available && memfd.pool_free[0] == 2);
+    n = hp_select(&r, bk, NB + 1, out, HP_SELECT_MAX);
+    assert_int_equal(n, 4);
+    assert_int_equal(out[0].backend, NB);
+    assert_true(out[0].page_size == 2 * M);
+    for (unsigned i = 0; i < n; i++)
+        assert_int_not_equal(out[i].backend, OTHER);
+}
+
+/* hp_realloc's rules, block by block. */
+static struct hp_realloc_block blk(uint64_t page_size, uint64_t len, uint32_t map_flags,
+                                   uint32_t pin, int forked)
+{
+    return (struct hp_realloc_block){page_size, len, map_flags, pin, forked};
+}
+
+static void expect_plan(struct hp_realloc_plan got, uint32_t step, uint32_t why)
+{
+    assert_int_equal(got.step, step);
+    assert_int_equal(got.why, why);
+}
+
+static void realloc_rules(void **state)
+{
+    (void)state;
+    const struct hp_candidate huge = {HUGETLB, 2 * M}, base = {BASE, 4 * K};
+    struct hp_realloc_block b = blk(4 * K, 64 * K, 0, HP_PIN_NONE, 0);
+    /* Promotion: a base-page block of at most one huge page that grows to
+     * a size the selection serves with huge pages moves. */
+    assert_true(hp_realloc_may_promote(&b, 4 * M, 4 * K));
+    expect_plan(hp_realloc_plan(&b, 4 * M, 0, 4 * K, &huge), HP_STEP_MOVE, HP_RWHY_PROMOTE);
+    expect_plan(hp_realloc_plan(&b, 4 * M, 0, 4 * K, &base), HP_STEP_RESIZE, HP_RWHY_FITS);
+    expect_plan(hp_realloc_plan(&b, 4 * M, 0, 4 * K, NULL), HP_STEP_RESIZE, HP_RWHY_FITS);
+    b.len = 2 * M;   /* exactly one huge page: still promoted */
+    expect_plan(hp_realloc_plan(&b, 4 * M, 0, 4 * K, &huge), HP_STEP_MOVE, HP_RWHY_PROMOTE);
+    b.len = 2 * M + 4 * K;  /* more than one: grows where it is */
+    expect_plan(hp_realloc_plan(&b, 4 * M, 0, 4 * K, &huge), HP_STEP_RESIZE, HP_RWHY_FITS);
+    b.len = 64 * K;
+    assert_false(hp_realloc_may_promote(&b, 32 * K, 4 * K));  /* shrinking */
+    /* Pinned blocks (named, or HP_BACKENDS alone) are never promoted and
+     * never move: a copy stays in their backend. */
+    for (uint32_t pin = HP_PIN_NAMED; pin <= HP_PIN_ENV; pin++) {
+        struct hp_realloc_block p = blk(4 * K, 64 * K, 0, pin, 0);
+        assert_false(hp_realloc_may_promote(&p, 4 * M, 4 * K));
+        expect_plan(hp_realloc_plan(&p, 4 * M, 0, 4 * K, &huge), HP_STEP_RESIZE, HP_RWHY_FITS);
+        expect_plan(hp_realloc_plan(&p, 4 * M, HP_F_PAGE_2M, 4 * K, NULL), HP_STEP_COPY_WITHIN,
+                    HP_RWHY_PAGE_SIZE);
+        expect_plan(hp_realloc_plan(&p, 4 * M, HP_F_REQUIRE_HUGE, 4 * K, NULL),
+                    HP_STEP_COPY_WITHIN, HP_RWHY_REQUIRE_HUGE);
+        expect_plan(hp_realloc_after(&p, HP_ENOMEM, 0, 4 * K), HP_STEP_COPY_WITHIN,
+                    HP_RWHY_RESIZE_FAILED);
+        expect_plan(hp_realloc_after(&p, HP_ENOTSUP, 0, 4 * K), HP_STEP_COPY_WITHIN,
+                    HP_RWHY_RESIZE_FAILED);
+        p.page_size = 2 * M;
+        expect_plan(hp_realloc_after(&p, HP_ENOMEM, 0, 4 * K), HP_STEP_COPY_WITHIN,
+                    HP_RWHY_POOL_DRY);
+        expect_plan(hp_realloc_after(&p, HP_ENOMEM, HP_F_REQUIRE_HUGE, 4 * K), HP_STEP_FAIL,
+                    HP_RWHY_POOL_DRY);
+    }
+    /* The flags: another page size, or HP_F_REQUIRE_HUGE for base pages. */
+    expect_plan(hp_realloc_plan(&b, 4 * M, HP_F_PAGE_2M, 4 * K, &huge), HP_STEP_MOVE,
+                HP_RWHY_PAGE_SIZE);
+    expect_plan(hp_realloc_plan(&b, 16 * K, HP_F_REQUIRE_HUGE, 4 * K, NULL), HP_STEP_MOVE,
+                HP_RWHY_REQUIRE_HUGE);
+    struct hp_realloc_block h = blk(2 * M, 4 * M, HP_MAP_POOL | HP_MAP_CARVABLE, HP_PIN_NONE, 0);
+    expect_plan(hp_realloc_plan(&h, 8 * M, HP_F_PAGE_2M | HP_F_REQUIRE_HUGE, 4 * K, NULL),
+                HP_STEP_RESIZE, HP_RWHY_FITS);
+    /* A dry pool: move, unless HP_F_REQUIRE_HUGE; a failed remap: move. */
+    expect_plan(hp_realloc_after(&h, HP_ENOMEM, 0, 4 * K), HP_STEP_MOVE, HP_RWHY_POOL_DRY);
+    expect_plan(hp_realloc_after(&h, HP_ENOMEM, HP_F_REQUIRE_HUGE, 4 * K), HP_STEP_FAIL,
+                HP_RWHY_POOL_DRY);
+    expect_plan(hp_realloc_after(&h, HP_EBACKEND, 0, 4 * K), HP_STEP_MOVE,
+                HP_RWHY_RESIZE_FAILED);
+    expect_plan(hp_realloc_after(&b, HP_ENOMEM, 0, 4 * K), HP_STEP_MOVE, HP_RWHY_RESIZE_FAILED);
+    /* Fork rules: pool pages from before a fork grow by copy but shrink in
+     * place; shared memory from before a fork is never remapped. */
+    h.forked = 1;
+    expect_plan(hp_realloc_plan(&h, 8 * M, 0, 4 * K, NULL), HP_STEP_MOVE, HP_RWHY_POOL_FORK);
+    expect_plan(hp_realloc_plan(&h, 2 * M, 0, 4 * K, NULL), HP_STEP_RESIZE, HP_RWHY_FITS);
+    h.pin = HP_PIN_ENV;
+    expect_plan(hp_realloc_plan(&h, 8 * M, 0, 4 * K, NULL), HP_STEP_COPY_WITHIN,
+                HP_RWHY_POOL_FORK);
+    struct hp_realloc_block sh = blk(4 * K, 64 * K, HP_MAP_SHARED, HP_PIN_NAMED, 0);
+    expect_plan(hp_realloc_plan(&sh, 32 * K, 0, 4 * K, NULL), HP_STEP_RESIZE, HP_RWHY_FITS);
+    sh.forked = 1;
+    expect_plan(hp_realloc_plan(&sh, 32 * K, 0, 4 * K, NULL), HP_STEP_COPY_WITHIN,
+                HP_RWHY_SHARED_FORK);
+    assert_string_equal(hp_realloc_why_name(HP_RWHY_POOL_DRY), "pool-dry");
+    assert_string_equal(hp_realloc_why_name(HP_RWHY_COUNT), "?");
 }
 
 int main(void)
@@ -336,6 +576,13 @@ int main(void)
         cmocka_unit_test_setup(explain_says_why, machine),
         cmocka_unit_test_setup(explain_names_each_exclusion, machine),
         cmocka_unit_test_setup(cached_pages_count_as_free, machine),
+        cmocka_unit_test_setup(hp_backends_merges_with_opts, machine),
+        cmocka_unit_test_setup(pin_rule, machine),
+        cmocka_unit_test_setup(named_unavailable_backend, machine),
+        cmocka_unit_test_setup(require_huge_with_base_only, machine),
+        cmocka_unit_test_setup(pool_short_by_one_page_and_cache_credit, machine),
+        cmocka_unit_test_setup(third_party_hugetlb_kind_is_automatic, machine),
+        cmocka_unit_test(realloc_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -81,6 +81,8 @@ struct hp_block_info {
     int32_t numa_node;
     int32_t fd;
     uint64_t fd_offset;
+    uint32_t pin;
+    uint32_t reserved2;
 };
 
 int32_t hp_info(const void *p, struct hp_block_info *info);

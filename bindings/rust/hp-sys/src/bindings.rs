@@ -8,6 +8,9 @@ pub const HP_VERSION_MINOR: u32 = 0;
 pub const HP_VERSION_PATCH: u32 = 0;
 pub const HP_VERSION_NUMBER: u32 = 10000;
 pub const HP_F_PAGE_SHIFT_POS: u32 = 56;
+pub const HP_BLOCK_PIN_NONE: u32 = 0;
+pub const HP_BLOCK_PIN_NAMED: u32 = 1;
+pub const HP_BLOCK_PIN_ENV: u32 = 2;
 pub const HP_MAX_PAGE_SIZES: u32 = 16;
 pub const HP_STACK_MAX_HANDLES: u32 = 131072;
 pub const HP_STACK_HANDLE_QUARANTINE: u32 = 1024;
@@ -197,12 +200,14 @@ pub struct hp_block_info {
     pub numa_node: i32,
     pub fd: i32,
     pub fd_offset: u64,
+    pub pin: u32,
+    pub reserved2: u32,
 }
 #[test]
 fn bindgen_test_layout_hp_block_info() {
     assert_eq!(
         ::std::mem::size_of::<hp_block_info>(),
-        104usize,
+        112usize,
         concat!("Size of: ", stringify!(hp_block_info))
     );
     assert_eq!(
@@ -414,6 +419,40 @@ fn bindgen_test_layout_hp_block_info() {
         );
     }
     test_field_fd_offset();
+    fn test_field_pin() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_block_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pin) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_block_info),
+                "::",
+                stringify!(pin)
+            )
+        );
+    }
+    test_field_pin();
+    fn test_field_reserved2() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_block_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved2) as usize - ptr as usize
+            },
+            108usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_block_info),
+                "::",
+                stringify!(reserved2)
+            )
+        );
+    }
+    test_field_reserved2();
 }
 extern "C" {
     pub fn hp_info(p: *const ::std::os::raw::c_void, info: *mut hp_block_info) -> i32;

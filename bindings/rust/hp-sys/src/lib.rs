@@ -154,6 +154,8 @@ impl hp_block_info {
             numa_node: -1,
             fd: -1,
             fd_offset: 0,
+            pin: 0,
+            reserved2: 0,
         }
     }
 }

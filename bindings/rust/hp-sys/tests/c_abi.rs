@@ -84,7 +84,7 @@ fn structs() -> Vec<Struct> {
         layout!(hp_alloc_opts { size, reserved, flags, backend, exclude }),
         layout!(hp_block_info {
             size, reserved, backend, requested_page_size, page_size, usable_size, mapped_size,
-            huge_bytes, flags, numa_node, fd, fd_offset
+            huge_bytes, flags, numa_node, fd, fd_offset, pin, reserved2
         }),
         layout!(hp_backend_info {
             size, available, kind, n_page_sizes, name, path, reason, page_sizes, pool_free,
@@ -117,6 +117,7 @@ fn consts() -> Vec<(&'static str, i128)> {
         HP_EDOUBLEFREE, HP_ENOHUGE, HP_ENOBACKEND, HP_EBACKEND, HP_EENV, HP_ENOTSUP,
         HP_ERANGE, HP_EOS,
         HP_F_REQUIRE_HUGE, HP_F_POPULATE, HP_F_COLLAPSE, HP_F_NOZERO,
+        HP_BLOCK_PIN_NONE, HP_BLOCK_PIN_NAMED, HP_BLOCK_PIN_ENV,
         HP_F_PAGE_SHIFT_POS, HP_F_PAGE_SHIFT_MASK,
         HP_F_PAGE_4K, HP_F_PAGE_64K, HP_F_PAGE_2M, HP_F_PAGE_1G,
         HP_MAX_PAGE_SIZES,
