@@ -35,7 +35,7 @@ static void *next(const char *name, _Atomic(void *) *cache)
     return f;
 }
 
-#define FAST(n) (LIKELY((n) < atomic_load_explicit(&hpm_opt.fast_max, memory_order_relaxed)))
+#define FAST(n) (LIKELY((n) < atomic_load_explicit(&hpm_fast_max, memory_order_relaxed)))
 
 /* Without a next definition (no libstdc++ in the process, which cannot
  * happen for a caller of these), malloc's contract is the best left. */
