@@ -19,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
@@ -51,11 +52,12 @@ def configs(build, proto):
     return rows
 
 
-def benches(build, which):
+def benches(build, which, phases=False):
     b = os.path.join(build, "bench")
     table = {
         "umap": ("unordered_map, 10M inserts + 10M lookups",
-                 [os.path.join(b, "malloc/bench_umap")]),
+                 [os.path.join(b, "malloc/bench_umap")] +
+                 (["10000000", "phases"] if phases else [])),
         "realloc": ("realloc loop x2 to 512 MiB, 4 iterations",
                     [os.path.join(b, "realloc/realloc_loop_libc"), "2", "4"]),
         "mixed": ("mixed small objects, 2 threads (larson-like)",
@@ -69,17 +71,40 @@ def run_once(argv, extra_env):
     for k in SCRUB:
         env.pop(k, None)
     env.update(extra_env)
+    err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=err)
     out = proc.stdout.read()
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
+    err.seek(0)
+    text = err.read().decode(errors="replace")
+    sys.stderr.write("".join(l for l in text.splitlines(True) if not l.startswith("start-up ")))
     if code != 0:
         raise SystemExit(f"{argv} with {extra_env} exited {code}")
-    return {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime,
-            "faults": ru.ru_minflt + ru.ru_majflt, "maxrss_kb": ru.ru_maxrss,
-            "out": out.decode().strip()}
+    r = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime,
+         "faults": ru.ru_minflt + ru.ru_majflt, "maxrss_kb": ru.ru_maxrss,
+         "out": out.decode().strip()}
+    # bench_umap N phases: "start-up U S inserts U S lookups U S destructor U S"
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "start-up" and len(f) >= 12:
+            r["phases"] = {f[i]: float(f[i + 1]) + float(f[i + 2]) for i in (0, 3, 6, 9)}
+    return r
+
+
+def report_phases(rows, res, out):
+    """CPU (user + sys) per phase of bench_umap, medians, milliseconds."""
+    names = ["start-up", "inserts", "lookups", "destructor"]
+    print("\n| configuration | " + " | ".join(f"{n} ms" for n in names) + " |", file=out)
+    print("| --- |" + " --- |" * len(names), file=out)
+    for cname, _ in rows:
+        ph = [r["phases"] for r in res[cname] if "phases" in r]
+        if ph:
+            print(f"| {cname} | " + " | ".join(
+                f"{statistics.median(p[n] for p in ph) * 1000:.1f}" for n in names) + " |",
+                file=out)
 
 
 def report(name, title, rows, res, rounds, out):
@@ -103,6 +128,8 @@ def report(name, title, rows, res, rounds, out):
         verdict = "faster" if best[1] > 1 else "NOT faster"
         print(f"\nlibhp-malloc is {verdict} than the fastest peer ({best[0]}): "
               f"peer/libhp-malloc = {best[1]:.2f}x (paired median).", file=out)
+    if any("phases" in r for r in res[rows[0][0]]):
+        report_phases(rows, res, out)
 
 
 def main():
@@ -112,13 +139,15 @@ def main():
     ap.add_argument("--bench", default="umap,realloc,mixed")
     ap.add_argument("--proto", action="store_true", help="add the jemalloc prototype")
     ap.add_argument("--only", default="", help="comma-separated configuration names")
+    ap.add_argument("--phases", action="store_true",
+                    help="umap: also CPU time per phase (start-up, inserts, lookups, destructor)")
     ap.add_argument("--json")
     a = ap.parse_args()
     rows = configs(a.build, a.proto)
     if a.only:
         keep = a.only.split(",")
         rows = [r for r in rows if r[0] in keep or r[0] == "libhp-malloc"]
-    bl = benches(a.build, a.bench.split(","))
+    bl = benches(a.build, a.bench.split(","), a.phases)
     res = {(b[0], c[0]): [] for b in bl for c in rows}
     for b in bl:  # warm-up, untimed: libraries and pool pages warm for all
         for cname, env in rows:

@@ -43,7 +43,7 @@
 #define MAX_ARENAS 64  /* MI_MAX_ARENAS in mimalloc 2.0.9 src/arena.c */
 #define MAX_GROWTH ((size_t)1 << 30)
 
-_Atomic uint64_t hpm_arena_map[HPM_GRANULES / 64];
+_Atomic unsigned char hpm_arena_map[HPM_GRANULES];
 
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned narenas;
@@ -58,8 +58,7 @@ unsigned hpm_arena_count(void)
 static void map_arena(uintptr_t start, size_t len)
 {
     for (uint64_t g = start >> 25; g < (start + len) >> 25; g++)
-        atomic_fetch_or_explicit(&hpm_arena_map[g / 64], UINT64_C(1) << (g % 64),
-                                 memory_order_release);
+        atomic_store_explicit(&hpm_arena_map[g], 1, memory_order_release);
 }
 
 static uintptr_t align_up(uintptr_t v, size_t a)

@@ -6,7 +6,13 @@
  * lookup order (libstdc++'s), which calls malloc (ours, with arena growth
  * and libhp blocks) and keeps the C++ semantics: the new_handler loop, then
  * std::bad_alloc, or NULL for the nothrow forms. The mangled names are the
- * Itanium C++ ABI's, as libstdc++ exports them. */
+ * Itanium C++ ABI's, as libstdc++ exports them.
+ *
+ * mimalloc's own operator new (mi_new) cannot stand in for these: Debian's
+ * libmimalloc.so.2 is built as C, where mi_try_new (src/alloc.c, 2.0.9)
+ * asks a weak, locally bound _ZSt15get_new_handlerv stub that returns NULL
+ * and then calls abort() instead of throwing std::bad_alloc; the stub is
+ * bound inside the library, so no definition of ours can replace it. */
 #include "hpm.h"
 
 #include <dlfcn.h>
@@ -35,7 +41,7 @@ static void *next(const char *name, _Atomic(void *) *cache)
     return f;
 }
 
-#define FAST(n) (LIKELY((n) < atomic_load_explicit(&hpm_opt.fast_max, memory_order_relaxed)))
+#define FAST(n) (LIKELY((n) < atomic_load_explicit(&hpm_fast_max, memory_order_relaxed)))
 
 /* Without a next definition (no libstdc++ in the process, which cannot
  * happen for a caller of these), malloc's contract is the best left. */

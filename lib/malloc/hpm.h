@@ -25,8 +25,6 @@
 /* ---- options (options.c): read once at init, never fail ---- */
 struct hpm_options {
     size_t large_min;        /* HP_MALLOC_LARGE: requests this big go to hp_alloc */
-    _Atomic size_t fast_max; /* 0 until initialised, then large_min: the fast
-                                path serves n < fast_max (one compare) */
     size_t arena_min;        /* HP_MALLOC_ARENA: first arena size; later ones a quarter
                                 of all arenas so far, at least this */
     int stats;               /* HP_MALLOC_STATS: 0 off, 1 table, 2 one line */
@@ -34,6 +32,10 @@ struct hpm_options {
     const char *stats_path;  /* HP_MALLOC_STATS_FILE, or NULL for stderr */
 };
 extern struct hpm_options hpm_opt;
+/* 0 until initialised, then hpm_opt.large_min: the fast paths serve
+ * n < hpm_fast_max, one compare against memory. A variable of its own (not
+ * a member of hpm_opt) so that the compare addresses it directly. */
+extern _Atomic size_t hpm_fast_max;
 void hpm_options_init(void);
 /* One warning line on stderr, "libhp-malloc: ..." (write(2), no malloc). */
 void hpm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -49,12 +51,16 @@ extern __thread int hpm_busy;
  * (base pages from mmap if libhp cannot serve). Serialised inside; call
  * with hpm_busy set. Returns 0 or -1 (errno ENOMEM). */
 int hpm_arena_grow(size_t min_len, unsigned seen);
-/* One bit per 32 MiB granule of the 47-bit user address space (512 KiB of
- * .bss; only the words ever read are faulted in), set when an arena is
- * added: "is this an arena pointer?" is one load. Arenas are segment
- * aligned, so a granule is wholly inside one arena or outside all. */
+/* One byte per 32 MiB granule of the 47-bit user address space, set when
+ * an arena is added: "is this an arena pointer?" is one bounds compare and
+ * one byte compare, which operator delete does for every node it frees. The
+ * 4 MiB of .bss cost nothing until written: a read of an untouched page maps
+ * the shared zero page, and only the pages that hold an arena's granules
+ * are ever written (one 4 KiB page covers 128 GiB of address space).
+ * Arenas are segment aligned, so a granule is wholly inside one arena or
+ * outside all. NULL is granule 0, never an arena. */
 #define HPM_GRANULES ((uint64_t)1 << (47 - 25))
-extern _Atomic uint64_t hpm_arena_map[HPM_GRANULES / 64];
+extern _Atomic unsigned char hpm_arena_map[HPM_GRANULES];
 
 /* Is p inside an arena? Lock-free. */
 static inline int hpm_arena_owns(const void *p)
@@ -62,8 +68,7 @@ static inline int hpm_arena_owns(const void *p)
     uint64_t g = (uint64_t)(uintptr_t)p >> 25;
     if (g >= HPM_GRANULES)
         return 0;
-    return (int)((atomic_load_explicit(&hpm_arena_map[g / 64], memory_order_acquire) >>
-                  (g % 64)) & 1);
+    return atomic_load_explicit(&hpm_arena_map[g], memory_order_acquire);
 }
 /* Arenas added so far (a generation count for retry loops). */
 unsigned hpm_arena_count(void);

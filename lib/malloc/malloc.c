@@ -31,6 +31,7 @@ __thread int hpm_busy __attribute__((tls_model("initial-exec")));
 
 enum { UNINIT, READY };
 static _Atomic int state;
+_Atomic size_t hpm_fast_max;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void prepare_grow(void) { hpm_arena_atfork_prepare(); }
@@ -54,7 +55,7 @@ static void init(void)
         hpm_arena_grow(0, 0);
         pthread_atfork(prepare_grow, release_grow, release_grow);
         atomic_store(&state, READY);
-        atomic_store(&hpm_opt.fast_max, hpm_opt.large_min);
+        atomic_store(&hpm_fast_max, hpm_opt.large_min);
     }
     pthread_mutex_unlock(&init_lock);
 }
@@ -124,7 +125,7 @@ static void *alloc_slow(size_t n, size_t align, int zero)
 
 static inline void *alloc(size_t n, size_t align, int zero)
 {
-    if (LIKELY(n < atomic_load_explicit(&hpm_opt.fast_max, memory_order_relaxed))) {
+    if (LIKELY(n < atomic_load_explicit(&hpm_fast_max, memory_order_relaxed))) {
         void *p = mi_any(n, align, zero);
         if (LIKELY(p != NULL))
             return p;
@@ -154,6 +155,8 @@ static int page_aligned(const void *p)
 
 __attribute__((noinline)) static void free_slow(void *p)
 {
+    if (!p)
+        return;
     if (hpm_boot_owns(p))
         return;
     if (page_aligned(p)) {
@@ -170,10 +173,9 @@ __attribute__((noinline)) static void free_slow(void *p)
     atomic_fetch_add(&hpm_ctr.foreign_frees, 1);
 }
 
+/* NULL takes the slow path: granule 0 is never an arena's. */
 static inline void free_impl(void *p)
 {
-    if (!p)
-        return;
     if (LIKELY(hpm_arena_owns(p))) {
         mi_free(p);
         return;
