@@ -84,6 +84,9 @@ struct hp_block_info {
     uint32_t pin;
     uint32_t reserved2;
 };
+#define HP_BLOCK_PIN_NONE 0
+#define HP_BLOCK_PIN_NAMED 1
+#define HP_BLOCK_PIN_ENV 2
 
 int32_t hp_info(const void *p, struct hp_block_info *info);
 
