@@ -16,6 +16,8 @@ from ._errors import ClosedError, check, error_from_code, last_error
 from ._lib import _free, ffi, lib, string
 
 _SIZE_MAX = (1 << (8 * ffi.sizeof("size_t"))) - 1
+_PIN_NAMES = {lib.HP_BLOCK_PIN_NONE: "none", lib.HP_BLOCK_PIN_NAMED: "named",
+              lib.HP_BLOCK_PIN_ENV: "env"}
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,11 @@ class BlockInfo:
     mapped_size: int           #: bytes of address space the block holds
     huge_bytes: int            #: bytes backed by huge pages right now (measured)
     flags: int                 #: HP_F_* the block was allocated with
+    numa_node: int = -1        #: NUMA node of its first page (backend's query); -1 unknown
+    fd: int = -1               #: descriptor backing it (a memfd), owned by the backend; -1 none
+    fd_offset: int = 0         #: offset of the block's start in fd
+    pin: str = "none"          #: "named": opts.backend named its backend, "env": HP_BACKENDS
+                               #: listed only it; either way resize never leaves that backend
 
 
 class Block(_buffer.Exporter):
@@ -242,7 +249,8 @@ def _info_at(ptr: Any) -> BlockInfo:
     info.size = ffi.sizeof("struct hp_block_info")
     check(lib.hp_info(ptr, info))
     return BlockInfo(string(info.backend), info.requested_page_size, info.page_size,
-                     info.usable_size, info.mapped_size, info.huge_bytes, info.flags)
+                     info.usable_size, info.mapped_size, info.huge_bytes, info.flags,
+                     info.numa_node, info.fd, info.fd_offset, _PIN_NAMES.get(info.pin, "none"))
 
 
 def info(obj: Any) -> BlockInfo:

@@ -280,3 +280,36 @@ def test_concurrent_close_and_resize_never_crash():
         assert not errors
         b.close()
         assert b.closed
+
+
+def _nodes_online():
+    """NUMA node numbers of this machine (sysfs), [0] without NUMA support."""
+    try:
+        with open("/sys/devices/system/node/online") as f:
+            spec = f.read().strip()
+    except OSError:
+        return [0]
+    nodes = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        nodes.extend(range(int(lo), int(hi or lo) + 1))
+    return nodes
+
+
+def test_info_numa_node_fd_and_pin():
+    # Named backend: pinned; the built-ins answer the node of a touched first
+    # page and back nothing with a descriptor.
+    with hp.alloc(1 << 20, backend="fallback") as b:
+        b[0] = 1
+        info = b.info()
+        assert info.pin == "named"
+        assert info.numa_node in _nodes_online()
+        assert (info.fd, info.fd_offset) == (-1, 0)
+    # Chosen by the selection: not pinned. A first page not yet resident has
+    # no node (-1; the query never faults it in), a touched one has.
+    with hp.alloc(1 << 20, exclude="hugetlbfs") as b:
+        info = b.info()
+        assert info.pin == "none"
+        assert info.numa_node in [-1] + _nodes_online()
+        b[0] = 1
+        assert b.info().numa_node in _nodes_online()

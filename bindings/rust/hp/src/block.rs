@@ -540,6 +540,28 @@ pub struct BlockInfo {
     pub huge_bytes: u64,
     /// `HP_F_*` flags the block was allocated with.
     pub flags: u64,
+    /// NUMA node of the block's first page, as its backend's query reports
+    /// it; -1 when unknown (no query, or the page is not resident yet).
+    pub numa_node: i32,
+    /// Descriptor backing the block (a memfd), owned by the backend and
+    /// valid until the block is freed; -1 when none.
+    pub fd: i32,
+    /// Offset of the block's start in `fd`; 0 without one.
+    pub fd_offset: u64,
+    /// Whether a resize keeps the block in its backend, and why.
+    pub pin: Pin,
+}
+
+/// Whether `hp_realloc` keeps a block in its backend (`hp_block_info.pin`).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pin {
+    /// The selection may move it to another allowed backend.
+    None,
+    /// `hp_alloc_opts.backend` named its backend: it stays there.
+    Named,
+    /// `HP_BACKENDS` listed only its backend when it was allocated.
+    Env,
 }
 
 /// Describe the libhp block that starts at `ptr` (`hp_info`), whoever owns
@@ -564,6 +586,14 @@ pub fn block_info(ptr: *const u8) -> Result<BlockInfo> {
         mapped_size: info.mapped_size,
         huge_bytes: info.huge_bytes,
         flags: info.flags,
+        numa_node: info.numa_node,
+        fd: info.fd,
+        fd_offset: info.fd_offset,
+        pin: match info.pin {
+            sys::HP_BLOCK_PIN_NAMED => Pin::Named,
+            sys::HP_BLOCK_PIN_ENV => Pin::Env,
+            _ => Pin::None,
+        },
     })
 }
 

@@ -109,7 +109,7 @@ mod stack;
 mod vec;
 
 pub use backend::{backends, reprobe, BackendInfo, BackendKind};
-pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo, UninitBlock};
+pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo, Pin, UninitBlock};
 pub use cache::{cache_stats, configure_cache, trim_cache, CacheConfig, CacheEntry, CacheStats};
 pub use error::{Error, ErrorKind, Result};
 pub use global::{

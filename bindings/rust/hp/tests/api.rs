@@ -126,7 +126,16 @@ fn block_info_rejects_foreign_and_interior_pointers() {
 #[test]
 fn options_choose_backend_page_size_and_flags() {
     let b = AllocOptions::new().backend("fallback").alloc(MIB).unwrap();
-    assert_eq!(b.info().unwrap().backend, "fallback");
+    let info = b.info().unwrap();
+    assert_eq!(info.backend, "fallback");
+    assert_eq!(info.pin, hp::Pin::Named);
+    assert_eq!((info.fd, info.fd_offset), (-1, 0));
+
+    // Populated: the built-in's query knows the first page's node.
+    let b = AllocOptions::new().populate(true).alloc(MIB).unwrap();
+    let info = b.info().unwrap();
+    assert_eq!(info.pin, hp::Pin::None);
+    assert!(info.numa_node >= 0, "node of a populated block: {}", info.numa_node);
 
     let b = AllocOptions::new().page_size(4096).alloc(MIB).unwrap();
     let info = b.info().unwrap();
