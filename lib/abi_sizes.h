@@ -28,6 +28,7 @@
 /* libhp 1.1 (node HP_1.1: the cache API). */
 #define HP_CACHE_CONFIG_SIZE_V1_1 32u        /* ... pool_idle_ms */
 #define HP_CACHE_STATS_SIZE_V1_1 96u         /* ... reaper_running; entries optional */
+#define HP_BLOCK_INFO_SIZE_V1_1 104u         /* ... fd_offset (the backend's query) */
 
 #define HP_SIZE_ENDS_AT(type, field, size) \
     _Static_assert(offsetof(type, field) + sizeof(((type *)0)->field) <= (size) && \
@@ -42,5 +43,6 @@ HP_SIZE_ENDS_AT(struct hp_stack_cache_config, keep_bytes, HP_STACK_CACHE_CONFIG_
 HP_SIZE_ENDS_AT(struct hp_stack_cache_stats, evictions, HP_STACK_CACHE_STATS_SIZE_V1_0);
 HP_SIZE_ENDS_AT(struct hp_cache_config, pool_idle_ms, HP_CACHE_CONFIG_SIZE_V1_1);
 HP_SIZE_ENDS_AT(struct hp_cache_stats, reaper_running, HP_CACHE_STATS_SIZE_V1_1);
+HP_SIZE_ENDS_AT(struct hp_block_info, fd_offset, HP_BLOCK_INFO_SIZE_V1_1);
 
 #endif
