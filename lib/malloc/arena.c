@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define MAX_ARENAS 64  /* MI_MAX_ARENAS in mimalloc 2.0.9 src/arena.c */
 #define MAX_GROWTH ((size_t)1 << 30)
@@ -75,17 +74,17 @@ static uintptr_t align_up(uintptr_t v, size_t a)
  * the reservation was too small for the reservation, so unless one of them
  * still holds the mapping or another thread maps first, hp_alloc's mapping
  * lands on the boundary: a segment-aligned arena with no slack to
- * populate. Returns the reservation (for fences_drop), or MAP_FAILED. */
+ * populate. Returns the reservation (for fences_drop), or NULL. */
 #define HOLE_PAD ((size_t)2 << 20)
 
 static char *fences_set(size_t len, uintptr_t *hole)
 {
     size_t rlen = len + HPM_SEGMENT + HOLE_PAD;
-    char *r = mmap(NULL, rlen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (r == MAP_FAILED)
-        return r;
+    char *r = hpm_os_reserve(rlen);
+    if (!r)
+        return NULL;
     *hole = align_up((uintptr_t)r + HOLE_PAD, HPM_SEGMENT);
-    munmap((void *)(*hole - HOLE_PAD), HOLE_PAD + len);
+    hpm_os_unmap((void *)(*hole - HOLE_PAD), HOLE_PAD + len);
     return r;
 }
 
@@ -94,10 +93,10 @@ static void fences_drop(char *r, size_t len, uintptr_t hole)
 {
     uintptr_t lo = hole - HOLE_PAD, hi = hole + len;
     if (lo > (uintptr_t)r)
-        munmap(r, lo - (uintptr_t)r);
+        hpm_os_unmap(r, lo - (uintptr_t)r);
     uintptr_t top = (uintptr_t)r + len + HPM_SEGMENT + HOLE_PAD;
     if (top > hi)
-        munmap((void *)hi, top - hi);
+        hpm_os_unmap((void *)hi, top - hi);
 }
 
 static int refused(void)
@@ -122,7 +121,7 @@ static void *from_libhp(size_t *len, size_t min_len, char *backend, size_t backe
     (void)hp_backend_count();
     char *r = fences_set(want, &hole);
     char *p = hp_alloc(want, hpm_opt.page_flags);
-    if (r != MAP_FAILED)
+    if (r)
         fences_drop(r, want, hole);
     if (!p)
         return refused(), NULL;
@@ -168,14 +167,14 @@ static void *from_libhp(size_t *len, size_t min_len, char *backend, size_t backe
 static void *from_mmap(size_t len)
 {
     size_t want = len + HPM_SEGMENT;
-    char *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    char *p = hpm_os_map_rw(want);
+    if (!p)
         return NULL;
     uintptr_t a = align_up((uintptr_t)p, HPM_SEGMENT);
     size_t head = (size_t)(a - (uintptr_t)p);
     if (head)
-        munmap(p, head);
-    munmap((void *)(a + len), want - head - len);
+        hpm_os_unmap(p, head);
+    hpm_os_unmap((void *)(a + len), want - head - len);
     return (void *)a;
 }
 
@@ -185,7 +184,7 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
     unsigned n = atomic_load(&narenas);
     if (n != seen) {
         pthread_mutex_unlock(&grow_lock);
-        return 0;
+        return 1;
     }
     if (n == MAX_ARENAS) {
         pthread_mutex_unlock(&grow_lock);

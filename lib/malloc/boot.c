@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define CHUNK ((size_t)1 << 20)
 #define MAX_CHUNKS 256
@@ -23,8 +22,8 @@ static int add_chunk(size_t len)
     unsigned n = atomic_load(&nchunks);
     if (n == MAX_CHUNKS)
         return -1;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    void *p = hpm_os_map_rw(len);
+    if (!p)
         return -1;
     chunks[n].start = (uintptr_t)p;
     chunks[n].end = (uintptr_t)p + len;

@@ -37,6 +37,13 @@ extern struct hpm_options hpm_opt;
  * a member of hpm_opt) so that the compare addresses it directly. */
 extern _Atomic size_t hpm_fast_max;
 void hpm_options_init(void);
+
+/* ---- the OS layer (os.c): raw mappings, no allocation ---- */
+/* Fresh zeroed read-write memory, or NULL. */
+void *hpm_os_map_rw(size_t len);
+/* PROT_NONE address space, nothing committed, or NULL. */
+void *hpm_os_reserve(size_t len);
+void hpm_os_unmap(void *addr, size_t len);
 /* One warning line on stderr, "libhp-malloc: ..." (write(2), no malloc). */
 void hpm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -49,7 +56,8 @@ extern __thread int hpm_busy;
 /* Add an arena of at least min_len usable bytes, unless the arena count
  * is no longer seen (another thread added one meanwhile: retry first), from libhp's selection
  * (base pages from mmap if libhp cannot serve). Serialised inside; call
- * with hpm_busy set. Returns 0 or -1 (errno ENOMEM). */
+ * with hpm_busy set. Returns 0 (added one), 1 (another thread added one
+ * since seen: nothing done) or -1 (errno ENOMEM). */
 int hpm_arena_grow(size_t min_len, unsigned seen);
 /* One byte per 32 MiB granule of the 47-bit user address space, set when
  * an arena is added: "is this an arena pointer?" is one bounds compare and

@@ -101,23 +101,29 @@ static void *alloc_slow(size_t n, size_t align, int zero)
         errno = saved;
         return p;
     }
-    /* Twice at most: a request that a fresh arena of its own size cannot
-     * serve (an alignment mimalloc only takes from the OS) must not eat
-     * one arena after another. */
-    for (int tries = 0; tries < 3; tries++) {
+    /* A small request that still fails after an arena was added lost the
+     * new space to other threads (each mimalloc thread heap takes segments
+     * of its own): it retries for as long as arenas can be added (the arena
+     * count, MAX_ARENAS, bounds that). A large or over-aligned request
+     * that a fresh arena of its own size cannot serve (an alignment
+     * mimalloc only takes from the OS) must not eat one arena after
+     * another: it gets two arenas of its own. */
+    int odd = align > PAGE || n >= HPM_SEGMENT / 2;
+    for (int grown = 0;;) {
         unsigned gen = hpm_arena_count();
         p = mi_any(n, align, zero);
         if (p) {
             errno = saved;
             return p;
         }
-        if (tries == 2 || n > ((size_t)1 << 46) - 2 * HPM_SEGMENT)
+        if ((odd && grown == 2) || n > ((size_t)1 << 46) - 2 * HPM_SEGMENT)
             break;
         hpm_busy++;
         int rc = hpm_arena_grow(n + align, gen);
         hpm_busy--;
-        if (rc)
+        if (rc < 0)
             break;
+        grown += rc == 0;
     }
     errno = ENOMEM;
     return NULL;
