@@ -85,11 +85,6 @@ int hp_os_unmap(void *addr, size_t len)
     return munmap(addr, len) == 0 ? 0 : -errno;
 }
 
-void hp_os_discard(void *addr, size_t len)
-{
-    if (hp_os_unmap(addr, len) < 0)
-        hp_os_unmap(addr, len);
-}
 
 int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
                 void **out)

@@ -33,9 +33,6 @@ enum hp_os_op {
 int hp_os_map(void *hint, size_t len, int prot, int flags, int fd, int64_t off, void **out);
 /* munmap; len may be any multiple of the base page. */
 int hp_os_unmap(void *addr, size_t len);
-/* Unmap a range given up on a failure path, trying twice: munmap can fail
- * once (ENOMEM at vm.max_map_count) and succeed next time. */
-void hp_os_discard(void *addr, size_t len);
 /* mremap; new_addr is used only with MREMAP_FIXED. */
 int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
                 void **out);

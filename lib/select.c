@@ -64,17 +64,24 @@ static int better(const struct ranked *a, const struct ranked *b)
     return a->c.page_size > b->c.page_size;
 }
 
+/* Pages of size i that the backend's pool lacks to serve len bytes; 0 when
+ * it has them or has no pool for that size. */
+static uint64_t pool_short(const struct hp_backend_caps *caps, unsigned i, uint64_t len)
+{
+    uint64_t ps = caps->page_sizes[i], need = round_up(len, ps) / ps;
+    return caps->pool_free[i] != UINT64_MAX && caps->pool_free[i] < need
+               ? need - caps->pool_free[i] : 0;
+}
+
 /* Does page size i of this backend suit the request? HP_WHY_CANDIDATE if
  * so, else why not (*short_pages for a short pool). A page larger than the
  * block would waste most of itself, so it fits only when asked for. */
 static uint32_t page_fits(const struct hp_select_request *req, const struct hp_backend_caps *caps,
                           unsigned i, uint64_t wanted, uint64_t *short_pages)
 {
-    uint64_t ps = caps->page_sizes[i], need = round_up(req->len, ps) / ps;
-    if (caps->pool_free[i] != UINT64_MAX && caps->pool_free[i] < need) {
-        *short_pages = need - caps->pool_free[i];
+    uint64_t ps = caps->page_sizes[i];
+    if ((*short_pages = pool_short(caps, i, req->len)) != 0)
         return HP_WHY_POOL_SHORT;
-    }
     if (wanted)
         return ps == wanted ? HP_WHY_CANDIDATE : HP_WHY_OTHER_SIZE;
     return ps <= req->len || ps <= req->base_page_size ? HP_WHY_CANDIDATE : HP_WHY_LARGER;
@@ -390,11 +397,10 @@ static const char *stack_unfit(const struct hp_stack_request *req,
         return "its pages are not from a reserved pool (HP_STACK_HUGETLB)";
     if ((req->flags & HP_STACK_THP) && *guaranteed)
         return "its pages are from a reserved pool, not THP (HP_STACK_THP)";
-    uint64_t need = req->usable / ps, room = b->caps->pool_free[i];
-    if (room != UINT64_MAX && room < need) {
+    if (pool_short(b->caps, (unsigned)i, req->usable)) {
         snprintf(buf, cap, "pool can reserve %llu pages of %llu KiB, the stack needs %llu",
-                 (unsigned long long)room, (unsigned long long)(ps >> 10),
-                 (unsigned long long)need);
+                 (unsigned long long)b->caps->pool_free[i], (unsigned long long)(ps >> 10),
+                 (unsigned long long)(req->usable / ps));
         return buf;
     }
     return NULL;

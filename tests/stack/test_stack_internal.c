@@ -159,6 +159,10 @@ static void plan_policy(void **state)
     assert_way(&pc, 1, THP, 2 * MIB);
 }
 
+/* HP_BACKENDS lists only these names, in this order. */
+#define LIST_ONLY(pc, names) ((pc)->req.only = (names), \
+                              (pc)->req.n_only = sizeof(names) / sizeof((names)[0]))
+
 static void plan_overrides(void **state)
 {
     (void)state;
@@ -176,39 +180,33 @@ static void plan_overrides(void **state)
     assert_non_null(strstr(pc.why, "excluded by HP_BACKENDS"));
     /* HP_BACKENDS order replaces the policy's. */
     setup_case(&pc, HP_STACK_HUGE, 2 * MIB, 100, 1);
-    pc.req.only = only;
-    pc.req.n_only = 2;
+    LIST_ONLY(&pc, only);
     assert_int_equal(run_plan(&pc, N_BK), 2);
     assert_way(&pc, 0, THP, 2 * MIB);
     assert_way(&pc, 1, HUGETLB, 2 * MIB);
     setup_case(&pc, HP_STACK_HUGE, 2 * MIB, 100, 1);
-    pc.req.only = only_fb;
-    pc.req.n_only = 1;
+    LIST_ONLY(&pc, only_fb);
     assert_int_equal(run_plan(&pc, N_BK), 0);
     assert_non_null(strstr(pc.why, "not listed in HP_BACKENDS"));
     /* A lean stack obeys HP_BACKENDS too: nothing listed offers base pages. */
     setup_case(&pc, 0, 64 * 1024, 100, 1);
-    pc.req.only = only;
-    pc.req.n_only = 2;
+    LIST_ONLY(&pc, only);
     assert_int_equal(run_plan(&pc, N_BK), 0);
     assert_non_null(strstr(pc.why, "offers base pages"));
     /* A third-party plugin named by HP_BACKENDS serves stacks like a
      * built-in: huge ones with its THP size, lean ones with base pages. */
     setup_case(&pc, HP_STACK_HUGE, 4 * MIB, 100, 1);
-    pc.req.only = only_other;
-    pc.req.n_only = 1;
+    LIST_ONLY(&pc, only_other);
     assert_int_equal(run_plan(&pc, N_BK), 1);
     assert_way(&pc, 0, OTHER, 2 * MIB);
     setup_case(&pc, 0, 64 * 1024, 100, 1);
-    pc.req.only = other_first;
-    pc.req.n_only = 2;
+    LIST_ONLY(&pc, other_first);
     assert_int_equal(run_plan(&pc, N_BK), 2);
     assert_way(&pc, 0, OTHER, 4096);
     assert_way(&pc, 1, FB, 4096);
     /* ... and HP_STACK_THP takes it (its 2 MiB pages are not a pool). */
     setup_case(&pc, HP_STACK_THP, 2 * MIB, 100, 1);
-    pc.req.only = only_other;
-    pc.req.n_only = 1;
+    LIST_ONLY(&pc, only_other);
     assert_int_equal(run_plan(&pc, N_BK), 1);
     assert_way(&pc, 0, OTHER, 2 * MIB);
 }
