@@ -513,6 +513,28 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
     return HP_OK;
 }
 
+/* remap_with, never racing a fork where that matters. hp_realloc_plan
+ * copies instead of resizing when a fork came after the block was mapped
+ * (pool pages growing, shared memory), but another thread may fork between
+ * that decision and the remap: pool pages moved after a fork while the child
+ * still shares them cannot be copied on write by their owner once the pool
+ * is empty (on Linux 6.18 that write loops in mm/hugetlb.c hugetlb_wp, see
+ * tests/realloc/test_huge.c), and a shared mapping would change under the
+ * child. So the generation is read again with fork held back, until the
+ * remap is done. */
+static int32_t remap_fenced(struct hp_block *b, uint64_t new_size, uint64_t flags)
+{
+    int moves_pool = (b->m.flags & HP_MAP_POOL) && new_size > b->m.len;
+    if (!moves_pool && !(b->m.flags & HP_MAP_SHARED))
+        return remap_with(b, new_size, flags);
+    uint64_t gen = hp_fork_fence_enter();
+    int32_t rc = gen == b->gen ? remap_with(b, new_size, flags) : HP_ENOTSUP;
+    hp_fork_fence_leave();
+    if (gen != b->gen)
+        hp_set_detail("a fork came before the remap");
+    return rc;
+}
+
 /* Resize b on its own backend (hp_realloc_plan said HP_STEP_RESIZE: no
  * fork rule stands in the way). Shrink releases the tail in place. Growth:
  * the backend commits headroom reserved after the block if it has some;
@@ -528,7 +550,7 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
     uint64_t dirty = hp_committed(&b->m);
     int pool = (b->m.flags & HP_MAP_POOL) != 0;
     if (new_size <= old_len) {
-        int32_t rc = remap_with(b, new_size, flags);
+        int32_t rc = remap_fenced(b, new_size, flags);
         if (rc == HP_OK && pool)
             hp_backend_mark_stale(b->backend);
         return rc;
@@ -547,10 +569,10 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
         }
     }
     if (rc != HP_OK)
-        rc = remap_with(b, new_size, flags);
+        rc = remap_fenced(b, new_size, flags);
     /* A dry pool may be dry because the cache holds its pages. */
     if (rc == HP_ENOMEM && hp_cache_flush(b->backend, b->m.page_size) > 0)
-        rc = remap_with(b, new_size, flags);
+        rc = remap_fenced(b, new_size, flags);
     if (rc != HP_OK)
         return rc;
     uint64_t zero_end = dirty < b->m.len ? dirty : b->m.len;

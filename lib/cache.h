@@ -100,6 +100,13 @@ void hp_zero_reused(void *addr, uint64_t len, int hugetlb);
 uint64_t hp_fork_gen(void);
 void hp_fork_gen_bump(void);
 
+/* Hold fork() back (pthread_atfork waits) across a remap that must not race
+ * one: hp_fork_fence_enter returns the generation, which cannot change
+ * until hp_fork_fence_leave. Many threads may be inside at once. Nothing
+ * inside may take another lock that libhp's atfork handlers take. */
+uint64_t hp_fork_fence_enter(void);
+void hp_fork_fence_leave(void);
+
 /* Figures for tests and hpctl. */
 struct hp_cache_figures {
     uint64_t bytes;       /* committed bytes cached now */

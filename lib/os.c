@@ -26,6 +26,13 @@ struct fault {
 
 static struct fault faults[HP_OS_NOPS];
 static _Atomic uint64_t calls[HP_OS_NOPS];
+static void (*_Atomic hooks[HP_OS_NOPS])(void);
+
+void hp_os_set_hook(enum hp_os_op op, void (*fn)(void))
+{
+    if ((unsigned)op < HP_OS_NOPS)
+        atomic_store(&hooks[op], fn);
+}
 
 void hp_os_inject_fault(enum hp_os_op op, uint64_t nth, int err, int every)
 {
@@ -51,6 +58,9 @@ uint64_t hp_os_calls(enum hp_os_op op)
 static int injected(enum hp_os_op op)
 {
     atomic_fetch_add_explicit(&calls[op], 1, memory_order_relaxed);
+    void (*hook)(void) = atomic_load_explicit(&hooks[op], memory_order_relaxed);
+    if (hook)
+        hook();
     struct fault *f = &faults[op];
     uint64_t n = atomic_load_explicit(&f->countdown, memory_order_relaxed);
     while (n > 0) {

@@ -109,6 +109,10 @@ size_t hp_os_page_size(void);
  * Thread-safe. */
 void hp_os_inject_fault(enum hp_os_op op, uint64_t nth, int err, int every);
 void hp_os_clear_faults(void);
+/* For tests: fn runs on the calling thread before every later call of op,
+ * until hp_os_set_hook(op, NULL) (a test forks there, say, to stand for
+ * another thread's fork racing the syscall). */
+void hp_os_set_hook(enum hp_os_op op, void (*fn)(void));
 /* Calls of op since the process started (counted even without faults). */
 uint64_t hp_os_calls(enum hp_os_op op);
 

@@ -25,7 +25,9 @@
  * the page away from the child, whose next access to it (a read too) gets
  * SIGBUS. libhp never writes such pages itself: hugetlb memory from before
  * a fork is never reused from the cache (hp/cache.h) in either process, is
- * unmapped when freed, and grows by copying, not by moving its pages.
+ * unmapped when freed, and grows by copying, not by moving its pages; a
+ * fork() from another thread while hp_realloc moves a hugetlb block waits
+ * until the move is done.
  */
 #ifndef HP_ALLOC_H
 #define HP_ALLOC_H
