@@ -117,6 +117,19 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
     if (hp_os_check_mapped(m->addr, m->len) != 0)
         return hp_fail(HP_EBACKEND, "backend %s returned memory that is not mapped (%p, %llu bytes)",
                        b->name, m->addr, (unsigned long long)m->len);
+    /* The guard is what stops a stack overflow (hp/stack.h): the backend
+     * should have made it inaccessible (hp/backend.h), and the core makes
+     * sure, whatever the backend did. For one that did, the mprotect
+     * changes nothing. */
+    if (guard) {
+        int err = hp_os_guard((char *)m->addr - guard, guard);
+        if (err) {
+            b->ops->unmap(b->self, m);
+            return hp_fail(HP_EBACKEND, "backend %s: the %llu-byte guard below %p cannot be made "
+                           "inaccessible: %s", b->name, (unsigned long long)guard, m->addr,
+                           strerror(-err));
+        }
+    }
     return HP_OK;
 }
 

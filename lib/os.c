@@ -248,6 +248,11 @@ int hp_os_protect(void *addr, size_t len, int prot)
     return mprotect(addr, len, prot) == 0 ? 0 : -errno;
 }
 
+int hp_os_guard(void *addr, size_t len)
+{
+    return hp_os_protect(addr, len, PROT_NONE);
+}
+
 int hp_os_check_mapped(void *addr, size_t len)
 {
 #ifdef HP_HAVE_MEMCHECK_H

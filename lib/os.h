@@ -38,6 +38,8 @@ int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void 
                 void **out);
 int hp_os_advise(void *addr, size_t len, int advice);
 int hp_os_protect(void *addr, size_t len, int prot);
+/* Make [addr, addr + len) inaccessible (a stack guard). 0 or -errno. */
+int hp_os_guard(void *addr, size_t len);
 
 /* madvise(MADV_DONTNEED): the pages of private anonymous (not hugetlb,
  * not shared) memory in [addr, addr+len) go back to the kernel; the range

@@ -466,6 +466,65 @@ static int child_hostile(void *dir)
     return 0;
 }
 
+/* The permissions of the /proc/self/maps line holding addr, or "" */
+static const char *perms_at(uint64_t addr, char perms[5])
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[512];
+    perms[0] = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && addr >= lo && addr < hi)
+            break;
+        perms[0] = 0;
+    }
+    if (f)
+        fclose(f);
+    return perms;
+}
+
+/* Stacks from a plugin that gets guards wrong: no room for one is refused;
+ * a guard it left writable is made inaccessible by the core. */
+static int child_hostile_stacks(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    setenv("HP_BACKENDS", "fixture-hostile", 1);
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    struct hp_stack_opts o = HP_STACK_OPTS_INIT;
+    o.flags = HP_STACK_NOCACHE;
+    hp_stack_destroy(hp_stack_create_ex(32 * page, &o));  /* libhp's own first-use maps */
+    long maps = maps_count();
+    struct hp_stack *s = hp_stack_create_ex(32 * page, &o);
+    fprintf(stderr, "# no room for a guard: %s %s\n", hp_error_name(hp_last_error()),
+            hp_last_error_detail());
+    CHILD_CHECK(s == NULL);
+    CHILD_CHECK(hp_last_error() == HP_EBACKEND);
+    CHILD_CHECK(strstr(hp_last_error_detail(), "guard") != NULL);
+    CHILD_CHECK(maps_count() == maps);  /* the refused mapping was unmapped */
+    s = hp_stack_create_ex(16 * page, &o);
+    CHILD_CHECK(s != NULL);
+    struct hp_stack_info info = HP_STACK_INFO_INIT;
+    CHILD_CHECK(hp_stack_get_info(s, &info) == HP_OK);
+    CHILD_CHECK(!strcmp(info.source, "fixture-hostile"));
+    char perms[5];
+    fprintf(stderr, "# guard left writable by the plugin: %s after hp_stack_create\n",
+            perms_at(info.guard_addr, perms));
+    CHILD_CHECK(info.guard_size >= page && info.guard_addr + info.guard_size == info.base_addr);
+    CHILD_CHECK(!strcmp(perms_at(info.guard_addr, perms), "---p"));
+    CHILD_CHECK(!strcmp(perms_at(info.base_addr, perms), "rw-p"));
+    CHILD_CHECK(hp_stack_destroy(s) == HP_OK);
+    return 0;
+}
+
+static void misbehaving_plugin_stacks_are_refused_or_guarded(void **state)
+{
+    (void)state;
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    assert_int_equal(run_in_child(child_hostile_stacks, dir), 0);
+    remove_dir(dir);
+}
+
 static void misbehaving_plugin_results_are_refused(void **state)
 {
     (void)state;
@@ -982,6 +1041,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(broken_plugins_are_rejected_with_reasons),
         cmocka_unit_test(misbehaving_plugin_results_are_refused),
+        cmocka_unit_test(misbehaving_plugin_stacks_are_refused_or_guarded),
         cmocka_unit_test(plugin_context_reaches_every_op_and_fini),
         cmocka_unit_test(carvable_plugin_gets_the_cache),
         cmocka_unit_test(named_block_never_migrates),
