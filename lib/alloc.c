@@ -540,10 +540,10 @@ static int32_t remap_fenced(struct hp_block *b, uint64_t new_size, uint64_t flag
     int moves_pool = (b->m.flags & HP_MAP_POOL) && new_size > b->m.len;
     if (!moves_pool && !(b->m.flags & HP_MAP_SHARED))
         return remap_with(b, new_size, flags);
-    uint64_t gen = hp_fork_fence_enter();
-    int32_t rc = gen == b->gen ? remap_with(b, new_size, flags) : HP_ENOTSUP;
+    int forked = hp_fork_fence_enter() != b->gen;
+    int32_t rc = forked ? HP_ENOTSUP : remap_with(b, new_size, flags);
     hp_fork_fence_leave();
-    if (gen != b->gen)
+    if (forked)
         hp_set_detail("a fork came before the remap");
     return rc;
 }

@@ -95,7 +95,6 @@ int hp_os_unmap(void *addr, size_t len)
     return munmap(addr, len) == 0 ? 0 : -errno;
 }
 
-
 int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
                 void **out)
 {

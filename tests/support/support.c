@@ -237,6 +237,24 @@ long maps_count(void)
     return n;
 }
 
+int perms_at(const void *addr, char perms[5])
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[512];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && (uintptr_t)addr >= lo &&
+            (uintptr_t)addr < hi)
+            found = 1;
+    }
+    if (f)
+        fclose(f);
+    if (!found)
+        perms[0] = 0;
+    return found;
+}
+
 long vmrss_kb(pid_t pid)
 {
     char path[64], line[256];

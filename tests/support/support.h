@@ -39,6 +39,9 @@ long smaps_field_kb(const void *addr, size_t len, const char *field);
 long smaps_kernel_page_kb(const void *addr);
 /* Number of lines in /proc/self/maps. */
 long maps_count(void);
+/* The permissions ("rw-p", "---p") of the /proc/self/maps line holding
+ * addr, in perms[5]; 1 if found, else 0. */
+int perms_at(const void *addr, char perms[5]);
 /* VmRSS of process pid in kB (/proc/PID/status), or -1. */
 long vmrss_kb(pid_t pid);
 

@@ -21,23 +21,6 @@
 
 #include <cmocka.h>
 
-/* The permissions of the /proc/self/maps line holding addr, in perms[5]. */
-static int perms_at(const void *addr, char perms[5])
-{
-    FILE *f = fopen("/proc/self/maps", "re");
-    char line[512];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof(line), f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && (uintptr_t)addr >= lo &&
-            (uintptr_t)addr < hi)
-            found = 1;
-    }
-    if (f)
-        fclose(f);
-    return found;
-}
-
 static void builtins_honour_align_and_guard(void **state)
 {
     (void)state;

@@ -73,6 +73,16 @@ static void remove_dir(char *dir)
     free(dir);
 }
 
+/* fn(dir) in a child (run_in_child), dir a fresh directory holding copies
+ * of the fixture plugins; removed afterwards. */
+static void in_fixture_dir(int (*fn)(void *))
+{
+    char *dir = make_dir(0755);
+    copy_plugins(fixture_dir, dir, 0755);
+    assert_int_equal(run_in_child(fn, dir), 0);
+    remove_dir(dir);
+}
+
 /* Find a backend entry by name or by path suffix; fills *out. */
 static int find(const char *name, const char *file, struct hp_backend_info *out)
 {
@@ -283,10 +293,7 @@ static int child_carvable(void *dir)
 static void carvable_plugin_gets_the_cache(void **state)
 {
     (void)state;
-    char *dir = make_dir(0755);
-    copy_plugins(fixture_dir, dir, 0755);
-    assert_int_equal(run_in_child(child_carvable, dir), 0);
-    remove_dir(dir);
+    in_fixture_dir(child_carvable);
 }
 
 static int filled(const unsigned char *p, size_t len, unsigned char v)
@@ -440,10 +447,7 @@ static int child_shared_fork(void *dir)
 static void shared_block_resized_after_fork_is_copied(void **state)
 {
     (void)state;
-    char *dir = make_dir(0755);
-    copy_plugins(fixture_dir, dir, 0755);
-    assert_int_equal(run_in_child(child_shared_fork, dir), 0);
-    remove_dir(dir);
+    in_fixture_dir(child_shared_fork);
 }
 
 static int child_hostile(void *dir)
@@ -464,23 +468,6 @@ static int child_hostile(void *dir)
     }
     CHILD_CHECK(maps_count() == maps);  /* the lies leaked no mapping */
     return 0;
-}
-
-/* The permissions of the /proc/self/maps line holding addr, or "" */
-static const char *perms_at(uint64_t addr, char perms[5])
-{
-    FILE *f = fopen("/proc/self/maps", "re");
-    char line[512];
-    perms[0] = 0;
-    while (f && fgets(line, sizeof(line), f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && addr >= lo && addr < hi)
-            break;
-        perms[0] = 0;
-    }
-    if (f)
-        fclose(f);
-    return perms;
 }
 
 /* Stacks from a plugin that gets guards wrong: no room for one is refused;
@@ -507,11 +494,11 @@ static int child_hostile_stacks(void *dir)
     CHILD_CHECK(hp_stack_get_info(s, &info) == HP_OK);
     CHILD_CHECK(!strcmp(info.source, "fixture-hostile"));
     char perms[5];
-    fprintf(stderr, "# guard left writable by the plugin: %s after hp_stack_create\n",
-            perms_at(info.guard_addr, perms));
+    CHILD_CHECK(perms_at((const void *)(uintptr_t)info.guard_addr, perms));
+    fprintf(stderr, "# guard left writable by the plugin: %s after hp_stack_create\n", perms);
     CHILD_CHECK(info.guard_size >= page && info.guard_addr + info.guard_size == info.base_addr);
-    CHILD_CHECK(!strcmp(perms_at(info.guard_addr, perms), "---p"));
-    CHILD_CHECK(!strcmp(perms_at(info.base_addr, perms), "rw-p"));
+    CHILD_CHECK(!strcmp(perms, "---p"));
+    CHILD_CHECK(perms_at((const void *)(uintptr_t)info.base_addr, perms) && !strcmp(perms, "rw-p"));
     CHILD_CHECK(hp_stack_destroy(s) == HP_OK);
     return 0;
 }
@@ -519,19 +506,13 @@ static int child_hostile_stacks(void *dir)
 static void misbehaving_plugin_stacks_are_refused_or_guarded(void **state)
 {
     (void)state;
-    char *dir = make_dir(0755);
-    copy_plugins(fixture_dir, dir, 0755);
-    assert_int_equal(run_in_child(child_hostile_stacks, dir), 0);
-    remove_dir(dir);
+    in_fixture_dir(child_hostile_stacks);
 }
 
 static void misbehaving_plugin_results_are_refused(void **state)
 {
     (void)state;
-    char *dir = make_dir(0755);
-    copy_plugins(fixture_dir, dir, 0755);
-    assert_int_equal(run_in_child(child_hostile, dir), 0);
-    remove_dir(dir);
+    in_fixture_dir(child_hostile);
 }
 
 static int child_no_directory(void *unused)
