@@ -264,6 +264,26 @@ static uint64_t round_len(uint64_t len, const struct range *e, uint64_t base)
     return (len + unit - 1) / unit * unit;
 }
 
+/* Carve [start, start + len) off a pool range as whole VMAs, under the
+ * shard lock (which fork waits for, lib/cache.c lock_all). Blocks carved
+ * from one mapping would otherwise share a VMA, and on Linux 6.18 moving
+ * part of a private hugetlb VMA (mremap, as the hugetlbfs backend does to
+ * grow) drops the reservation owner mark of all of it: mm/mremap.c
+ * move_vma calls mm/hugetlb.c clear_vma_resv_huge_pages on the source VMA
+ * before it unmaps the moved range. The block left behind then no longer
+ * owns its pages, and after a fork its copy-on-write with the pool empty is
+ * SIGBUS instead of taking the page back from the child (hugetlb_wp). Other
+ * ranges carve for free. */
+static int carve(const struct range *e, uintptr_t start, uint64_t len)
+{
+    if (!(e->flags & HP_MAP_POOL))
+        return 0;
+    int rc = hp_os_split((void *)start, len);
+    if (rc < 0)
+        hp_log("cache: cannot split a cached hugetlb range (%s); not carved", strerror(-rc));
+    return rc;
+}
+
 static void release(const struct victim *v)
 {
     struct hp_mapping m = {sizeof(m), v->r.flags, (void *)v->r.start, v->r.committed,
@@ -588,6 +608,8 @@ int32_t hp_cache_take(struct hp_backend *be, uint64_t page_size, uint64_t len,
             (e->committed == s->r[best].committed && e->stamp_ms > s->r[best].stamp_ms))
             best = (int)k;
     }
+    if (best >= 0 && s->r[best].committed > extent && carve(&s->r[best], s->r[best].start, extent))
+        best = -1;
     if (best < 0) {
         pthread_mutex_unlock(&s->lock);
         release_all(v, nv);
@@ -646,6 +668,8 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
             e->flags != m->flags || e->cookie != m->cookie || stale(e->flags, e->gen))
             continue;
         if (e->committed > want) {
+            if (carve(e, e->start, want))
+                break;
             got = want;
             m->map_len += want;
             m->committed = m->map_len;

@@ -252,6 +252,17 @@ int hp_os_guard(void *addr, size_t len)
     return hp_os_protect(addr, len, PROT_NONE);
 }
 
+int hp_os_split(void *addr, size_t len)
+{
+    /* madvise splits a VMA at the ends of the range it changes a flag of
+     * (mm/madvise.c madvise_update_vma). The pieces of a hugetlb VMA stay
+     * apart after: fs/hugetlbfs/inode.c hugetlbfs_file_mmap sets
+     * VM_DONTEXPAND, and mm/vma.c never merges VM_SPECIAL VMAs. */
+    int rc = hp_os_advise(addr, len, MADV_DONTFORK);
+    int back = hp_os_advise(addr, len, MADV_DOFORK);  /* also after a partial failure */
+    return rc ? rc : back;
+}
+
 int hp_os_check_mapped(void *addr, size_t len)
 {
 #ifdef HP_HAVE_MEMCHECK_H

@@ -40,6 +40,11 @@ int hp_os_advise(void *addr, size_t len, int advice);
 int hp_os_protect(void *addr, size_t len, int prot);
 /* Make [addr, addr + len) inaccessible (a stack guard). 0 or -errno. */
 int hp_os_guard(void *addr, size_t len);
+/* Make [addr, addr + len) whole VMAs: the kernel splits the VMAs it starts
+ * or ends in, and the range is left copied on fork (MADV_DOFORK), the
+ * default. The caller holds back fork: in between, the range is
+ * MADV_DONTFORK. 0 or -errno. */
+int hp_os_split(void *addr, size_t len);
 
 /* madvise(MADV_DONTNEED): the pages of private anonymous (not hugetlb,
  * not shared) memory in [addr, addr+len) go back to the kernel; the range

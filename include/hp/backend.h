@@ -283,7 +283,12 @@ struct hp_map_request {
 /* The pages come from a finite reserved pool (hugetlb-like). The fork rules
  * of hp/alloc.h apply: pages of a range that existed at fork() are never
  * reused from the cache in either process, are unmapped when freed, and
- * such a block grows by copying, not by remap. */
+ * such a block grows by copying, not by remap. A piece the cache carves
+ * out of such a range is first split off as VMAs of its own (madvise
+ * MADV_DONTFORK then MADV_DOFORK over the piece): on Linux, moving part of
+ * a private hugetlb VMA with mremap takes the reservation owner mark off
+ * all of it, and a write to the rest after a fork, with the pool empty,
+ * would then be SIGBUS. If the split fails, the range is not carved. */
 #define HP_MAP_POOL     0x4u
 
 /* A mapping produced by map. The core owns the struct; the backend fills it.

@@ -362,6 +362,97 @@ static void fork_during_growth_leaves_a_writable_block(void **state)
     rt_expect_clean(before, "fork during growth");
 }
 
+/* The cache carves blocks out of one freed mapping, so two live blocks can
+ * share a VMA. On Linux 6.18 mremap of part of a private hugetlb VMA drops
+ * the reservation owner mark of the whole VMA (mm/mremap.c move_vma calls
+ * mm/hugetlb.c clear_vma_resv_huge_pages on the source VMA before unmapping
+ * the moved range), so the block left behind is no longer the owner of its
+ * pages: after a fork, with the pool empty, its copy-on-write fails and the
+ * parent dies of SIGBUS (hugetlb_wp). The growth of one carved block must
+ * leave its neighbour writable. */
+static int remaps;
+
+static void count_remap(void)
+{
+    remaps++;
+}
+
+/* arg NULL: b and c are carved by two allocations. Else b takes part of
+ * the rest of a's mapping over by growing into it (hp_cache_adopt) and c
+ * gets what is left. Then b grows again, by moving. */
+static int grow_carved_then_fork(void *arg)
+{
+    signal(SIGALRM, SIG_DFL);
+    alarm(20);
+    unsigned char *a = rt_alloc("hugetlbfs", 6 * MIB, HP_F_PAGE_2M);
+    CHILD_CHECK(a != NULL);
+    memset(a, 1, 6 * MIB);
+    CHILD_CHECK(hp_free(a) == HP_OK);
+    uint64_t blen = 2 * MIB, clen = 4 * MIB;
+    unsigned char *b = rt_alloc("hugetlbfs", blen, HP_F_PAGE_2M);
+    CHILD_CHECK(b == a);
+    if (arg) {
+        blen = 4 * MIB;
+        clen = 2 * MIB;
+        CHILD_CHECK(hp_realloc(b, blen, 0) == a);  /* grown into the cached rest */
+    }
+    unsigned char *c = rt_alloc("hugetlbfs", clen, HP_F_PAGE_2M);
+    CHILD_CHECK(c == a + blen);  /* both carved from a's mapping */
+    rt_stamp(b, 0, blen, 21);
+    rt_stamp(c, 0, clen, 22);
+    hp_os_set_hook(HP_OS_REMAP, count_remap);
+    unsigned char *q = hp_realloc(b, blen + 2 * MIB, 0);
+    hp_os_set_hook(HP_OS_REMAP, NULL);
+    CHILD_CHECK(q != NULL && q != b);
+    CHILD_CHECK(remaps > 0);  /* the growth moved b's pages with mremap */
+    CHILD_CHECK(rt_check(q, blen, 21) == 0);
+    int fds[2];
+    CHILD_CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHILD_CHECK(pid >= 0);
+    if (pid == 0) {
+        /* Holds the shared pages until the parent is done or gone. */
+        char ch;
+        close(fds[1]);
+        while (read(fds[0], &ch, 1) < 0)
+            ;
+        _exit(0);
+    }
+    close(fds[0]);
+    long left = pool_get(2048, "free_hugepages") - pool_get(2048, "resv_hugepages");
+    unsigned char *drain = left > 0 ? rt_alloc("hugetlbfs", (uint64_t)left * 2 * MIB,
+                                               HP_F_PAGE_2M | HP_F_NOZERO) : NULL;
+    CHILD_CHECK(left <= 0 || drain != NULL);
+    CHILD_CHECK(pool_get(2048, "free_hugepages") == pool_get(2048, "resv_hugepages"));
+    fprintf(stderr, "# pool empty; writing the block left behind at %p\n", (void *)c);
+    rt_stamp(c, 0, clen, 23);
+    CHILD_CHECK(rt_check(c, clen, 23) == 0);
+    rt_stamp(q, 0, blen + 2 * MIB, 24);
+    CHILD_CHECK(rt_check(q, blen + 2 * MIB, 24) == 0);
+    close(fds[1]);
+    int st = 0;
+    CHILD_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHILD_CHECK(hp_free(q) == HP_OK && hp_free(c) == HP_OK);
+    CHILD_CHECK(!drain || hp_free(drain) == HP_OK);
+    return 0;
+}
+
+static void growth_of_a_carved_block_spares_its_neighbour(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs"))
+        skip();
+    rt_cache(256 * MIB, 0);
+    struct rt_snapshot before = rt_snap();
+    for (int adopt = 0; adopt < 2; adopt++) {
+        int st = run_in_child(grow_carved_then_fork, adopt ? &adopt : NULL);
+        RT_CHECK(st == 0, "the process that grew a block carved by %s exited with %d",
+                 adopt ? "growth" : "allocation", st);
+    }
+    rt_expect_clean(before, "growth of a carved block");
+}
+
 int main(void)
 {
     if (!is_root() || pool_set(2048, POOL_PAGES) < 32) {
@@ -377,6 +468,7 @@ int main(void)
         cmocka_unit_test(cached_pool_pages_come_back),
         cmocka_unit_test(fork_child_drops_cached_hugetlb),
         cmocka_unit_test(fork_during_growth_leaves_a_writable_block),
+        cmocka_unit_test(growth_of_a_carved_block_spares_its_neighbour),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
