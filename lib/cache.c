@@ -561,6 +561,11 @@ int hp_cache_put(struct hp_block *b)
     uint64_t max = atomic_load(&limit), committed = hp_committed(&b->m);
     if (!s || committed > max || stale(b->m.flags, b->gen))
         return 0;
+    /* hp_free ends what the caller did to the pages (mprotect,
+     * madvise(MADV_DONTFORK)), as munmap would: the next owner gets them
+     * as map made them. */
+    if (hp_os_renew(b->m.map_addr, committed) < 0)
+        return 0;
     uint64_t now = now_ms();
     struct range r = {(uintptr_t)b->m.map_addr, committed, b->m.map_len, b->m.page_size, b->origin,
                       now, b->gen, b->m.cookie, b->m.flags};

@@ -263,6 +263,12 @@ int hp_os_split(void *addr, size_t len)
     return rc ? rc : back;
 }
 
+int hp_os_renew(void *addr, size_t len)
+{
+    int rc = hp_os_protect(addr, len, PROT_READ | PROT_WRITE);
+    return rc ? rc : hp_os_advise(addr, len, MADV_DOFORK);
+}
+
 int hp_os_check_mapped(void *addr, size_t len)
 {
 #ifdef HP_HAVE_MEMCHECK_H

@@ -45,6 +45,9 @@ int hp_os_guard(void *addr, size_t len);
  * default. The caller holds back fork: in between, the range is
  * MADV_DONTFORK. 0 or -errno. */
 int hp_os_split(void *addr, size_t len);
+/* Give [addr, addr + len) the protection and fork flag of a fresh private
+ * mapping: read-write (mprotect), copied on fork (MADV_DOFORK). 0 or -errno. */
+int hp_os_renew(void *addr, size_t len);
 
 /* madvise(MADV_DONTNEED): the pages of private anonymous (not hugetlb,
  * not shared) memory in [addr, addr+len) go back to the kernel; the range

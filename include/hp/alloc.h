@@ -86,7 +86,9 @@ HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts);
  * to reuse, and goes back to the kernel by itself after an idle bound (1 s
  * for hugetlb pool pages, 10 s otherwise), above HP_CACHE_MAX, or on
  * hp_cache_trim() (hp/cache.h); any other block is unmapped at once.
- * Freeing it again is HP_EDOUBLEFREE (docs/robustness.md gives the bound).
+ * Like munmap, hp_free ends what the caller did to the block's pages
+ * (mprotect, madvise(MADV_DONTFORK)): cached memory is made read-write and
+ * inherited by fork again before it is reused. Freeing it again is HP_EDOUBLEFREE (docs/robustness.md gives the bound).
  * Thread-safe. */
 HP_EXTERN(int32_t) hp_free(void *p);
 
