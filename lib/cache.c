@@ -137,11 +137,13 @@ void hp_fork_gen_bump(void)
  * a mapping that raced with a fork is labelled stale (never the other way
  * round), and no take can see a pre-fork range as current. The alternative,
  * MADV_DONTFORK on cached hugetlb ranges (children never inherit them, so
- * the parent could keep reusing them), costs two madvise calls and VMA
- * splits on every put and take, the hot path of hp_realloc; the generation
- * costs nothing until the process forks, and then the parent's cached
- * hugetlb ranges are released (their pages are shared with the child until
- * it lets them go). */
+ * the parent could keep reusing them), was left out when every put and
+ * take was free of syscalls; now a put pays mprotect + MADV_DOFORK
+ * (hp_os_renew) and a carved pool piece two madvise calls (cut_front), so
+ * a put could set MADV_DONTFORK on pool ranges in the same breath. Not
+ * done yet: the generation costs nothing until the process forks, and then
+ * the parent's cached hugetlb ranges are released (their pages are shared
+ * with the child until it lets them go). */
 static int stale(uint32_t flags, uint64_t gen)
 {
     return (flags & HP_MAP_POOL) && gen != atomic_load(&fork_gen);
@@ -264,26 +266,6 @@ static uint64_t round_len(uint64_t len, const struct range *e, uint64_t base)
     return (len + unit - 1) / unit * unit;
 }
 
-/* Carve [start, start + len) off a pool range as whole VMAs, under the
- * shard lock (which fork waits for, lib/cache.c lock_all). Blocks carved
- * from one mapping would otherwise share a VMA, and on Linux 6.18 moving
- * part of a private hugetlb VMA (mremap, as the hugetlbfs backend does to
- * grow) drops the reservation owner mark of all of it: mm/mremap.c
- * move_vma calls mm/hugetlb.c clear_vma_resv_huge_pages on the source VMA
- * before it unmaps the moved range. The block left behind then no longer
- * owns its pages, and after a fork its copy-on-write with the pool empty is
- * SIGBUS instead of taking the page back from the child (hugetlb_wp). Other
- * ranges carve for free. */
-static int carve(const struct range *e, uintptr_t start, uint64_t len)
-{
-    if (!(e->flags & HP_MAP_POOL))
-        return 0;
-    int rc = hp_os_split((void *)start, len);
-    if (rc < 0)
-        hp_log("cache: cannot split a cached hugetlb range (%s); not carved", strerror(-rc));
-    return rc;
-}
-
 static void release(const struct victim *v)
 {
     struct hp_mapping m = {sizeof(m), v->r.flags, (void *)v->r.start, v->r.committed,
@@ -320,6 +302,34 @@ static void drop(struct shard *s, unsigned k, struct hp_backend *be, struct vict
     atomic_fetch_sub(&total, s->r[k].committed);
     s->r[k] = s->r[n - 1];
     atomic_store(&s->n, n - 1);
+}
+
+/* Cut the first n bytes off range e for a block (lock held). An
+ * HP_MAP_POOL piece is split off as VMAs of its own first, so no two blocks
+ * share a hugetlb VMA: moving part of a private hugetlb VMA (mremap, which
+ * the hugetlbfs backend uses to grow) takes the reservation owner mark off
+ * all of it (mm/mremap.c move_vma, through fixup_hugetlb_reservations on
+ * recent kernels, calls mm/hugetlb.c clear_vma_resv_huge_pages on the
+ * source VMA before it unmaps the moved range). The block left behind would
+ * then no longer own its pages, and after a fork, with the pool empty, its
+ * own copy-on-write would be SIGBUS instead of taking the page back from
+ * the child (hugetlb_wp). The lock, which fork waits for (lock_all), keeps
+ * fork from seeing the piece between the two halves of the split. On
+ * failure (-errno) e is unchanged, but may be partly split or MADV_DONTFORK:
+ * the caller drops it. */
+static int cut_front(struct range *e, uint64_t n)
+{
+    if (e->flags & HP_MAP_POOL) {
+        int rc = hp_os_split((void *)e->start, n);
+        if (rc < 0) {
+            hp_log("cache: cannot split a cached pool range (%s); releasing it", strerror(-rc));
+            return rc;
+        }
+    }
+    e->start += n;
+    e->committed -= n;
+    e->cap -= n;
+    return 0;
 }
 
 static void remove_range(struct shard *s, unsigned k)
@@ -613,30 +623,33 @@ int32_t hp_cache_take(struct hp_backend *be, uint64_t page_size, uint64_t len,
             (e->committed == s->r[best].committed && e->stamp_ms > s->r[best].stamp_ms))
             best = (int)k;
     }
-    if (best >= 0 && s->r[best].committed > extent && carve(&s->r[best], s->r[best].start, extent))
-        best = -1;
     if (best < 0) {
         pthread_mutex_unlock(&s->lock);
         release_all(v, nv);
         return HP_ENOMEM;
     }
     struct range *e = &s->r[best];
+    uintptr_t start = e->start;
+    int cut = e->committed > extent;
+    if (cut && cut_front(e, extent) < 0) {
+        drop(s, (unsigned)best, be, v, &nv);
+        pthread_mutex_unlock(&s->lock);
+        release_all(v, nv);
+        return HP_ENOMEM;
+    }
     memset(&b->m, 0, sizeof(b->m));
     b->m.size = sizeof(b->m);
     b->m.flags = e->flags;
     b->m.cookie = e->cookie;
-    b->m.addr = b->m.map_addr = (void *)e->start;
+    b->m.addr = b->m.map_addr = (void *)start;
     b->m.len = round_len(len, e, base);
     b->m.page_size = page_size;
     b->origin = e->origin;
     b->gen = e->gen;
     uint64_t taken;
-    if (e->committed > extent) {
+    if (cut) {
         taken = extent;
         b->m.map_len = b->m.committed = extent;
-        e->start += extent;
-        e->committed -= extent;
-        e->cap -= extent;
     } else {
         taken = e->committed;
         b->m.map_len = e->cap;
@@ -666,6 +679,8 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
         return 0;
     uintptr_t end = (uintptr_t)m->map_addr + m->map_len;
     uint64_t want = extent - m->map_len, got = 0;
+    struct victim v[1];
+    unsigned nv = 0;
     pthread_mutex_lock(&s->lock);
     for (unsigned k = 0; k < atomic_load(&s->n); k++) {
         struct range *e = &s->r[k];
@@ -673,14 +688,13 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
             e->flags != m->flags || e->cookie != m->cookie || stale(e->flags, e->gen))
             continue;
         if (e->committed > want) {
-            if (carve(e, e->start, want))
+            if (cut_front(e, want) < 0) {
+                drop(s, k, b->backend, v, &nv);
                 break;
+            }
             got = want;
             m->map_len += want;
             m->committed = m->map_len;
-            e->start += want;
-            e->committed -= want;
-            e->cap -= want;
         } else {
             uint64_t committed = m->map_len + e->committed;
             got = e->committed;
@@ -692,6 +706,7 @@ uint64_t hp_cache_adopt(struct hp_block *b, uint64_t len)
         break;
     }
     pthread_mutex_unlock(&s->lock);
+    release_all(v, nv);
     atomic_fetch_add(&adopted_bytes, got);
     return got;
 }

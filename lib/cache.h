@@ -18,7 +18,7 @@
  * range may grow in place into the rest of it (hp_cache_adopt). Carving
  * happens in whole pages from page-aligned starts, so huge pages are never
  * shared by two blocks, and an HP_MAP_POOL piece is split off as VMAs of
- * its own, so no two blocks share a hugetlb VMA (cache.c, carve).
+ * its own, so no two blocks share a hugetlb VMA (cache.c, cut_front).
  *
  * Limit and release policy (the public contract is hp/cache.h):
  *   - at most HP_CACHE_MAX bytes are kept (default 1 GiB, at most an eighth
@@ -37,12 +37,13 @@
  * Zeroing contract (hp/alloc.h): reused memory is cleared before it is handed
  * out unless the caller passed HP_F_NOZERO (hp_zero_reused).
  *
- * Thread-safety: one lock per backend, held across a syscall only to split
- * a carved HP_MAP_POOL piece off (two madvise calls, which no fork may see
- * half done); ranges are released after the lock is dropped.
- * Fork-safety: pthread_atfork holds every lock across fork. hugetlb memory from before a fork (fork generation,
- * hp_fork_gen) is never reused in either process: see cache.c, stale. The
- * child unmaps everything it inherited and starts with an empty cache.
+ * Thread-safety: one lock per backend, held across a syscall only to
+ * split a carved HP_MAP_POOL piece off (two madvise calls, which no fork
+ * may see half done); ranges are released after the lock is dropped.
+ * Fork-safety: pthread_atfork holds every lock across fork. hugetlb memory
+ * from before a fork (fork generation, hp_fork_gen) is never reused in
+ * either process: see cache.c, stale. The child unmaps everything it
+ * inherited and starts with an empty cache.
  */
 #ifndef HP_LIB_CACHE_H
 #define HP_LIB_CACHE_H

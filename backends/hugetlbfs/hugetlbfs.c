@@ -321,6 +321,11 @@ static int move_grow(struct hp_mapping *m, uint64_t extent)
                             &p);
         if (rc < 0) {
             hpb_discard(host, dst, cap);
+            /* Not a dry pool: the core copies instead, without releasing
+             * the cached pool pages first. */
+            if (rc == -EFAULT)
+                return hpb_fail(host, HP_ENOTSUP, "the block spans several VMAs, which this "
+                                "kernel cannot move at once (Linux < 6.17)");
             return hpb_fail(host, HP_ENOMEM, "cannot move the block's %llu bytes: %s",
                             (unsigned long long)committed, strerror(-rc));
         }

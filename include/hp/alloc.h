@@ -80,16 +80,20 @@ HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts);
 
 /* Free a block. Returns HP_OK, or HP_EFOREIGN (not a libhp block),
  * HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already). NULL is a
- * no-op returning HP_OK. A failed free never touches memory. The memory of
+ * no-op returning HP_OK. A failed free leaves the block's bytes as they
+ * were (its protection may have been reset, below). The memory of
  * a block served with huge pages by libhp's own backends stays mapped in
  * this process's cache of freed huge pages for the next hp_alloc/hp_realloc
  * to reuse, and goes back to the kernel by itself after an idle bound (1 s
  * for hugetlb pool pages, 10 s otherwise), above HP_CACHE_MAX, or on
  * hp_cache_trim() (hp/cache.h); any other block is unmapped at once.
- * Like munmap, hp_free ends what the caller did to the block's pages
- * (mprotect, madvise(MADV_DONTFORK)): cached memory is made read-write and
- * inherited by fork again before it is reused. Freeing it again is HP_EDOUBLEFREE (docs/robustness.md gives the bound).
- * Thread-safe. */
+ * hp_free undoes two things the caller may have done to the block's pages:
+ * mprotect (cached memory is made read-write) and madvise(MADV_DONTFORK)
+ * (inherited by fork again). Other advice or policy on the pages
+ * (MADV_WIPEONFORK, MADV_NOHUGEPAGE, mlock, mbind) stays with the memory
+ * and would reach the next block served from it: undo it before hp_free.
+ * Freeing a block again is HP_EDOUBLEFREE (docs/robustness.md gives the
+ * bound). Thread-safe. */
 HP_EXTERN(int32_t) hp_free(void *p);
 
 /* Resize a block to new_size bytes, preserving min(old, new) bytes of

@@ -265,7 +265,10 @@ struct hp_map_request {
  * carves new blocks of the same backend and page size out of it (remap may
  * then see them), merges the pieces back, and hp_realloc grows a block in
  * place into the freed range right after it. Reused bytes are cleared by
- * the core unless HP_F_NOZERO. In a child after fork(), cached ranges it
+ * the core unless HP_F_NOZERO. Before it caches a freed block the core
+ * makes its committed bytes read-write (mprotect) and inherited by fork
+ * (MADV_DOFORK) again, whatever the caller or the plugin set; if that
+ * fails the block goes to unmap. In a child after fork(), cached ranges it
  * inherited are dropped with munmap, without a call into the plugin.
  * Without the flag, a freed block is unmapped at once and never reused.
  * The cache keeps only mappings whose page_size is above the base page. */
@@ -285,10 +288,11 @@ struct hp_map_request {
  * reused from the cache in either process, are unmapped when freed, and
  * such a block grows by copying, not by remap. A piece the cache carves
  * out of such a range is first split off as VMAs of its own (madvise
- * MADV_DONTFORK then MADV_DOFORK over the piece): on Linux, moving part of
- * a private hugetlb VMA with mremap takes the reservation owner mark off
- * all of it, and a write to the rest after a fork, with the pool empty,
- * would then be SIGBUS. If the split fails, the range is not carved. */
+ * MADV_DONTFORK then MADV_DOFORK over the piece; hugetlb VMAs stay split,
+ * plain anonymous ones merge back): on Linux, moving part of a private
+ * hugetlb VMA with mremap takes the reservation owner mark off all of it,
+ * and a write to the rest after a fork, with the pool empty, would then be
+ * SIGBUS. If the split fails, the range is released. */
 #define HP_MAP_POOL     0x4u
 
 /* A mapping produced by map. The core owns the struct; the backend fills it.

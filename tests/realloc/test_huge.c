@@ -12,9 +12,11 @@
 
 #include "os.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,6 +308,18 @@ static void fork_before_remap(void)
     atomic_store(&race_forked_first, atomic_load(&race_child) > 0);
 }
 
+/* Empty the 2 MiB pool: every page is reserved or in use afterwards. *drain
+ * is the block that took what was free (NULL if nothing was). 0 or -1. */
+static int drain_pool(unsigned char **drain)
+{
+    long left = pool_get(2048, "free_hugepages") - pool_get(2048, "resv_hugepages");
+    *drain = left > 0 ? rt_alloc("hugetlbfs", (uint64_t)left * 2 * MIB,
+                                 HP_F_PAGE_2M | HP_F_NOZERO) : NULL;
+    if (left > 0 && !*drain)
+        return -1;
+    return pool_get(2048, "free_hugepages") == pool_get(2048, "resv_hugepages") ? 0 : -1;
+}
+
 static int grow_across_fork(void *arg)
 {
     (void)arg;
@@ -326,17 +340,13 @@ static int grow_across_fork(void *arg)
     CHILD_CHECK(q != NULL);
     CHILD_CHECK(rt_check(q, 4 * MIB, 11) == 0);
     CHILD_CHECK(rt_nonzero(q, 4 * MIB, 8 * MIB, 0) == 0);
-    /* Empty the pool: every page is reserved or in use. */
-    long left = pool_get(2048, "free_hugepages") - pool_get(2048, "resv_hugepages");
-    unsigned char *drain = left > 0 ? rt_alloc("hugetlbfs", (uint64_t)left * 2 * MIB,
-                                               HP_F_PAGE_2M | HP_F_NOZERO) : NULL;
-    CHILD_CHECK(left <= 0 || drain != NULL);
+    unsigned char *drain;
+    CHILD_CHECK(drain_pool(&drain) == 0);
     struct hp_block_info info = rt_info(q);
     fprintf(stderr, "# grown %s the fork: %s, %llu kB pages; pool free %ld, reserved %ld; "
             "writing the block\n", atomic_load(&race_forked_first) ? "after" : "before",
             info.backend, (unsigned long long)(info.page_size >> 10),
             pool_get(2048, "free_hugepages"), pool_get(2048, "resv_hugepages"));
-    CHILD_CHECK(pool_get(2048, "free_hugepages") == pool_get(2048, "resv_hugepages"));
     rt_stamp(q, 0, 8 * MIB, 12);
     CHILD_CHECK(rt_check(q, 8 * MIB, 12) == 0);
     CHILD_CHECK(write(race_pipe[1], "x", 1) == 1);
@@ -362,14 +372,11 @@ static void fork_during_growth_leaves_a_writable_block(void **state)
     rt_expect_clean(before, "fork during growth");
 }
 
-/* The cache carves blocks out of one freed mapping, so two live blocks can
- * share a VMA. On Linux 6.18 mremap of part of a private hugetlb VMA drops
- * the reservation owner mark of the whole VMA (mm/mremap.c move_vma calls
- * mm/hugetlb.c clear_vma_resv_huge_pages on the source VMA before unmapping
- * the moved range), so the block left behind is no longer the owner of its
- * pages: after a fork, with the pool empty, its copy-on-write fails and the
- * parent dies of SIGBUS (hugetlb_wp). The growth of one carved block must
- * leave its neighbour writable. */
+/* The cache carves blocks out of one freed mapping. If two live blocks
+ * shared a VMA, moving one (mremap) would take the reservation owner mark
+ * off the other (lib/cache.c, cut_front, has the kernel's path): after a
+ * fork, with the pool empty, the parent's write to it would be SIGBUS. The
+ * growth of one carved block must leave its neighbour writable. */
 static int remaps;
 
 static void count_remap(void)
@@ -404,7 +411,11 @@ static int grow_carved_then_fork(void *arg)
     unsigned char *q = hp_realloc(b, blen + 2 * MIB, 0);
     hp_os_set_hook(HP_OS_REMAP, NULL);
     CHILD_CHECK(q != NULL && q != b);
-    CHILD_CHECK(remaps > 0);  /* the growth moved b's pages with mremap */
+    /* The growth moved b's pages with mremap: a copy would have freed b
+     * into the cache, which a's carving left empty. */
+    struct hp_cache_figures fig;
+    hp_cache_get_figures(&fig);
+    CHILD_CHECK(remaps > 0 && fig.bytes == 0);
     CHILD_CHECK(rt_check(q, blen, 21) == 0);
     int fds[2];
     CHILD_CHECK(pipe(fds) == 0);
@@ -420,11 +431,8 @@ static int grow_carved_then_fork(void *arg)
         _exit(0);
     }
     close(fds[0]);
-    long left = pool_get(2048, "free_hugepages") - pool_get(2048, "resv_hugepages");
-    unsigned char *drain = left > 0 ? rt_alloc("hugetlbfs", (uint64_t)left * 2 * MIB,
-                                               HP_F_PAGE_2M | HP_F_NOZERO) : NULL;
-    CHILD_CHECK(left <= 0 || drain != NULL);
-    CHILD_CHECK(pool_get(2048, "free_hugepages") == pool_get(2048, "resv_hugepages"));
+    unsigned char *drain;
+    CHILD_CHECK(drain_pool(&drain) == 0);
     fprintf(stderr, "# pool empty; writing the block left behind at %p\n", (void *)c);
     rt_stamp(c, 0, clen, 23);
     CHILD_CHECK(rt_check(c, clen, 23) == 0);
@@ -453,6 +461,107 @@ static void growth_of_a_carved_block_spares_its_neighbour(void **state)
     rt_expect_clean(before, "growth of a carved block");
 }
 
+/* hp_free undoes the caller's mprotect and madvise(MADV_DONTFORK) on the
+ * block's pages: a block reused from the cache is writable, zeroed and
+ * inherited by a child, like a fresh one. */
+static int reuse_after_user_changes(void *arg)
+{
+    const char *be = arg;
+    unsigned char *p = rt_alloc(be, 4 * MIB, 0);
+    CHILD_CHECK(p != NULL);
+    memset(p, 7, 4 * MIB);
+    CHILD_CHECK(mprotect(p, 4 * MIB, PROT_READ) == 0);
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    struct hp_cache_figures c0, c1;
+    hp_cache_get_figures(&c0);
+    unsigned char *q = rt_alloc(be, 4 * MIB, 0);
+    hp_cache_get_figures(&c1);
+    CHILD_CHECK(q == p && c1.hits == c0.hits + 1);  /* the cached range came back */
+    CHILD_CHECK(rt_nonzero(q, 0, 4 * MIB, 0) == 0);
+    memset(q, 8, 4 * MIB);  /* read-only before: SIGSEGV */
+    CHILD_CHECK(madvise(q, 4 * MIB, MADV_DONTFORK) == 0);
+    CHILD_CHECK(hp_free(q) == HP_OK);
+    unsigned char *r = rt_alloc(be, 4 * MIB, 0);
+    CHILD_CHECK(r == q);
+    memset(r, 9, 4 * MIB);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHILD_CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(r[0] == 9 && r[4 * MIB - 1] == 9 ? 0 : 1);  /* not inherited: SIGSEGV */
+    int st = 0;
+    CHILD_CHECK(waitpid(pid, &st, 0) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fprintf(stderr, "# the fork child could not read the reused block (status %d)\n", st);
+    CHILD_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHILD_CHECK(hp_free(r) == HP_OK);
+    return 0;
+}
+
+static void freed_block_forgets_protection_and_fork_flag(void **state)
+{
+    (void)state;
+    rt_cache(64 * MIB, 0);
+    struct rt_snapshot before = rt_snap();
+    const char *backends[] = {"thp-madvise", "hugetlbfs"};
+    unsigned checked = 0;
+    for (unsigned i = 0; i < 2; i++) {
+        if (!rt_available(backends[i])) {
+            fprintf(stderr, "# %s unavailable here: not checked\n", backends[i]);
+            continue;
+        }
+        checked++;
+        int st = run_in_child(reuse_after_user_changes, (void *)backends[i]);
+        RT_CHECK(st == 0, "%s: reuse after mprotect / MADV_DONTFORK exited with %d",
+                 backends[i], st);
+    }
+    if (!checked)
+        skip();
+    rt_expect_clean(before, "reuse after user changes");
+}
+
+/* When the cache cannot split a pool range (madvise fails) it releases the
+ * range and the allocation maps fresh pages; when it cannot undo the
+ * caller's changes on a free (mprotect fails) the block is unmapped, not
+ * cached. Either way nothing is lost or leaked. */
+static void failed_split_or_renew_loses_nothing(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs"))
+        skip();
+    rt_cache(256 * MIB, 0);
+    struct rt_snapshot before = rt_snap();
+    struct hp_cache_figures fig;
+    unsigned char *a = rt_alloc("hugetlbfs", 6 * MIB, HP_F_PAGE_2M);
+    RT_CHECK(a && hp_free(a) == HP_OK, "6 MiB block");
+    hp_cache_get_figures(&fig);
+    RT_CHECK(fig.bytes == 6 * MIB, "cached: %llu bytes", (unsigned long long)fig.bytes);
+    uint64_t advised = hp_os_calls(HP_OS_ADVISE);
+    hp_os_inject_fault(HP_OS_ADVISE, 1, ENOMEM, 0);  /* the split's first madvise */
+    unsigned char *b = rt_alloc("hugetlbfs", 2 * MIB, HP_F_PAGE_2M);
+    hp_os_clear_faults();
+    hp_cache_get_figures(&fig);
+    RT_CHECK(hp_os_calls(HP_OS_ADVISE) > advised, "the carve tried to split");
+    RT_CHECK(b != NULL && rt_info(b).page_size == 2 * MIB, "fresh 2 MiB block: %s",
+             hp_last_error_detail());
+    RT_CHECK(fig.bytes == 0, "the unsplittable range was released: %llu bytes cached",
+             (unsigned long long)fig.bytes);
+    memset(b, 3, 2 * MIB);
+    RT_CHECK(hp_free(b) == HP_OK, "free b");
+    hp_cache_trim();
+    hp_cache_get_figures(&fig);
+    uint64_t cached = fig.bytes;
+    unsigned char *c = rt_alloc("hugetlbfs", 4 * MIB, HP_F_PAGE_2M);
+    RT_CHECK(c != NULL, "4 MiB block");
+    hp_os_inject_fault(HP_OS_PROTECT, 1, ENOMEM, 0);  /* hp_os_renew's mprotect */
+    int32_t rc = hp_free(c);
+    hp_os_clear_faults();
+    hp_cache_get_figures(&fig);
+    RT_CHECK(rc == HP_OK && fig.bytes == cached, "free without renew: %d, %llu bytes cached",
+             rc, (unsigned long long)fig.bytes);
+    rt_expect_clean(before, "failed split or renew");
+}
+
 int main(void)
 {
     if (!is_root() || pool_set(2048, POOL_PAGES) < 32) {
@@ -469,6 +578,8 @@ int main(void)
         cmocka_unit_test(fork_child_drops_cached_hugetlb),
         cmocka_unit_test(fork_during_growth_leaves_a_writable_block),
         cmocka_unit_test(growth_of_a_carved_block_spares_its_neighbour),
+        cmocka_unit_test(freed_block_forgets_protection_and_fork_flag),
+        cmocka_unit_test(failed_split_or_renew_loses_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

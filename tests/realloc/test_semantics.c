@@ -226,62 +226,6 @@ static void double_free_through_the_cache(void **state)
     rt_expect_clean(before, "double free");
 }
 
-/* hp_free is munmap to the caller: whatever it did to the block's pages
- * (mprotect, madvise(MADV_DONTFORK)) ends there. A block reused from the
- * cache is writable, zeroed and inherited by a child, like a fresh one. */
-static int reuse_after_user_changes(void *arg)
-{
-    const char *be = arg;
-    unsigned char *p = rt_alloc(be, 4 * MIB, 0);
-    CHILD_CHECK(p != NULL);
-    memset(p, 7, 4 * MIB);
-    CHILD_CHECK(mprotect(p, 4 * MIB, PROT_READ) == 0);
-    CHILD_CHECK(hp_free(p) == HP_OK);
-    struct hp_cache_figures c0, c1;
-    hp_cache_get_figures(&c0);
-    unsigned char *q = rt_alloc(be, 4 * MIB, 0);
-    hp_cache_get_figures(&c1);
-    CHILD_CHECK(q == p && c1.hits == c0.hits + 1);  /* the cached range came back */
-    CHILD_CHECK(rt_nonzero(q, 0, 4 * MIB, 0) == 0);
-    memset(q, 8, 4 * MIB);  /* read-only before: SIGSEGV */
-    CHILD_CHECK(madvise(q, 4 * MIB, MADV_DONTFORK) == 0);
-    CHILD_CHECK(hp_free(q) == HP_OK);
-    unsigned char *r = rt_alloc(be, 4 * MIB, 0);
-    CHILD_CHECK(r == q);
-    memset(r, 9, 4 * MIB);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHILD_CHECK(pid >= 0);
-    if (pid == 0)
-        _exit(r[0] == 9 && r[4 * MIB - 1] == 9 ? 0 : 1);  /* not inherited: SIGSEGV */
-    int st = 0;
-    CHILD_CHECK(waitpid(pid, &st, 0) == pid);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fprintf(stderr, "# the fork child could not read the reused block (status %d)\n", st);
-    CHILD_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CHILD_CHECK(hp_free(r) == HP_OK);
-    return 0;
-}
-
-static void freed_block_forgets_protection_and_fork_flag(void **state)
-{
-    (void)state;
-    need("thp-madvise");
-    rt_cache(64 * MIB, 0);
-    struct rt_snapshot before = rt_snap();
-    const char *backends[] = {"thp-madvise", "hugetlbfs"};
-    for (unsigned i = 0; i < 2; i++) {
-        if (!rt_available(backends[i])) {
-            print_message("# %s unavailable here: not checked\n", backends[i]);
-            continue;
-        }
-        int st = run_in_child(reuse_after_user_changes, (void *)backends[i]);
-        RT_CHECK(st == 0, "%s: reuse after mprotect / MADV_DONTFORK exited with %d",
-                 backends[i], st);
-    }
-    rt_expect_clean(before, "reuse after user changes");
-}
-
 static void limit_and_idle_release(void **state)
 {
     (void)state;
@@ -467,7 +411,6 @@ int main(void)
         cmocka_unit_test(shrink_releases_tail_in_place),
         cmocka_unit_test(small_block_rules),
         cmocka_unit_test(double_free_through_the_cache),
-        cmocka_unit_test(freed_block_forgets_protection_and_fork_flag),
         cmocka_unit_test(limit_and_idle_release),
         cmocka_unit_test(fork_keeps_both_sides_working),
         cmocka_unit_test(threads_share_the_cache),
