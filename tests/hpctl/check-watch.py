@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """hpctl watch PID reports what the kernel says about the process: a child
-that maps 64 MiB with MADV_HUGEPAGE (and 16 MiB of hugetlb pages when the
-pool has them free; under the knob lock) shows the same AnonHugePages and hugetlb figures as its
-smaps_rollup, its fault counter moves when it touches new pages, --count
+that maps 64 MiB with MADV_HUGEPAGE and 16 MiB of hugetlb pages (as root the 2 MiB pool is
+grown to have them free, under the knob lock, and put back at exit) shows the same
+AnonHugePages and hugetlb figures as its smaps_rollup, its fault counter moves when it touches new pages, --count
 bounds the run, and a process that exits ends the watch.
 
 usage: check-watch.py HPCTL   (TAP output)"""
@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from hpctltest import done, knob_lock, ok, run, skip
+from hpctltest import done, knob_lock, knob_save, ok, run, skip
 
 CHILD = r"""
 import mmap, sys, time
@@ -59,6 +59,13 @@ def free_2m():
 
 
 knob_lock()   # the child takes pool pages: nobody resizes the pool meanwhile
+POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+if os.geteuid() == 0 and os.path.exists(POOL) and free_2m() < 16:
+    knob_save(POOL)   # put back at exit (hpctltest)
+    with open(POOL) as f:
+        total = int(f.read())
+    with open(POOL, "w") as f:
+        f.write(str(total + 16 - free_2m()))
 child = subprocess.Popen([sys.executable, "-c", CHILD, "1" if free_2m() >= 16 else "0"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 try:
