@@ -571,9 +571,9 @@ int hp_cache_put(struct hp_block *b)
     uint64_t max = atomic_load(&limit), committed = hp_committed(&b->m);
     if (!s || committed > max || stale(b->m.flags, b->gen))
         return 0;
-    /* hp_free ends what the caller did to the pages (mprotect,
-     * madvise(MADV_DONTFORK)), as munmap would: the next owner gets them
-     * as map made them. */
+    /* hp_free undoes the caller's mprotect and madvise(MADV_DONTFORK), so
+     * the next owner gets the pages read-write and inherited by fork; other
+     * advice stays (hp/alloc.h, hp_free). */
     if (hp_os_renew(b->m.map_addr, committed) < 0)
         return 0;
     uint64_t now = now_ms();
