@@ -21,7 +21,7 @@
 #define HP_MAX_LEN (UINT64_C(1) << 46)
 
 #define KNOWN_FLAGS (HP_F_REQUIRE_HUGE | HP_F_POPULATE | HP_F_COLLAPSE | HP_F_NOZERO | \
-                     HP_F_PAGE_SHIFT_MASK)
+                     HP_F_NOPOOL | HP_F_PAGE_SHIFT_MASK)
 
 HP_EXTERN(uint64_t) hp_page_size_flag(uint64_t page_size)
 {
@@ -274,6 +274,21 @@ static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
     return blk;
 }
 
+static void release(struct hp_block *b);
+
+/* HP_F_NOPOOL, and b mapped pool pages all the same (a backend whose probe
+ * called the page size unpooled): b is released, with the error set. */
+static int refused_pool(const struct request *r, struct hp_block *blk)
+{
+    if (!(r->flags & HP_F_NOPOOL) || !(blk->m.flags & HP_MAP_POOL))
+        return 0;
+    hp_fail(HP_EBACKEND, "backend %s mapped pool pages of %llu KiB, which its probe "
+            "reports as unpooled; HP_F_NOPOOL refuses them", blk->backend->name,
+            (unsigned long long)(blk->m.page_size >> 10));
+    release(blk);
+    return 1;
+}
+
 /* Serve r from the first candidate that can: its cached ranges first (warm
  * pages), then a fresh mapping. */
 static struct hp_block *serve(struct hp_core *c, const struct request *r,
@@ -284,6 +299,8 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
     for (unsigned i = 0; i < n; i++) {
         struct hp_backend *b = &c->backends[cand[i].backend];
         struct hp_block *blk = from_cache(b, cand[i].page_size, r);
+        if (blk && refused_pool(r, blk))
+            blk = NULL;
         if (blk)
             return blk;
         blk = calloc(1, sizeof(*blk));
@@ -300,12 +317,16 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
             rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
         if (rc == HP_OK) {
             blk->backend = b;
-            blk->origin = new_origin();
-            if (hp_cache_accepts(b, &blk->m))
-                hp_cache_count_miss();
-            return blk;
+            if (!refused_pool(r, blk)) {
+                blk->origin = new_origin();
+                if (hp_cache_accepts(b, &blk->m))
+                    hp_cache_count_miss();
+                return blk;
+            }
+            rc = HP_EBACKEND;  /* blk was released */
+        } else {
+            free(blk);
         }
-        free(blk);
         hp_backend_mark_stale(b);
         last = rc;
         size_t used = strlen(tried);

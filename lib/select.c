@@ -116,6 +116,11 @@ static unsigned add_candidates(const struct hp_select_request *req,
             uint64_t ps = caps->page_sizes[i];
             if (!ps)
                 continue;
+            if ((req->flags & HP_F_NOPOOL) && caps->pool_free[i] != UINT64_MAX) {
+                if (pass == 0)
+                    note(s, index, ps, HP_WHY_POOLED, 0);
+                continue;
+            }
             if (req->flags & HP_F_REQUIRE_HUGE && ps <= req->base_page_size) {
                 if (pass == 0)
                     note(s, index, ps, HP_WHY_BASE_PAGE, 0);
@@ -243,7 +248,7 @@ const char *hp_select_why_name(uint32_t why)
     static const char *const names[HP_WHY_COUNT] = {
         "candidate", "unavailable", "not-named", "excluded", "excluded-by-env", "not-listed",
         "third-party", "base-page", "pool-short", "other-size", "larger-than-block", "beaten",
-        "no-room"};
+        "no-room", "pooled"};
     return why < HP_WHY_COUNT ? names[why] : "?";
 }
 
@@ -310,6 +315,8 @@ struct hp_realloc_plan hp_realloc_plan(const struct hp_realloc_block *b, uint64_
         return copy(b, HP_RWHY_PAGE_SIZE);
     if ((flags & HP_F_REQUIRE_HUGE) && b->page_size <= base_page_size)
         return copy(b, HP_RWHY_REQUIRE_HUGE);
+    if ((flags & HP_F_NOPOOL) && (b->map_flags & HP_MAP_POOL))
+        return copy(b, HP_RWHY_NOPOOL);
     /* Shared memory mapped before a fork is the other process's too: a
      * remap (a shrinking ftruncate, say) could take pages away under it
      * (hp/backend.h, HP_MAP_SHARED). */
@@ -347,7 +354,7 @@ const char *hp_realloc_why_name(uint32_t why)
 {
     static const char *const names[HP_RWHY_COUNT] = {
         "fits", "page-size", "require-huge", "promote", "shared-after-fork", "pool-after-fork",
-        "pool-dry", "resize-failed"};
+        "pool-dry", "resize-failed", "no-pool"};
     return why < HP_RWHY_COUNT ? names[why] : "?";
 }
 

@@ -57,6 +57,7 @@ enum hp_select_why {
     HP_WHY_LARGER,          /* a page larger than the block, not asked for */
     HP_WHY_BEATEN,          /* an unpooled backend offers its best size only */
     HP_WHY_NO_ROOM,         /* more than HP_SELECT_MAX candidates */
+    HP_WHY_POOLED,          /* HP_F_NOPOOL drops pooled page sizes */
     HP_WHY_COUNT
 };
 
@@ -159,6 +160,7 @@ enum hp_realloc_why {
                             * (hp/alloc.h, fork and hugetlb blocks) */
     HP_RWHY_POOL_DRY,      /* the backend could not grow a huge-page block */
     HP_RWHY_RESIZE_FAILED, /* the backend's remap is missing or failed */
+    HP_RWHY_NOPOOL,        /* HP_F_NOPOOL for a block of pool pages */
     HP_RWHY_COUNT
 };
 

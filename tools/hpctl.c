@@ -181,6 +181,8 @@ static int cmd_alloc(int argc, char **argv)
             opts.flags |= HP_F_REQUIRE_HUGE;
         else if (!strcmp(argv[i], "--populate"))
             opts.flags |= HP_F_POPULATE;
+        else if (!strcmp(argv[i], "--no-pool"))
+            opts.flags |= HP_F_NOPOOL;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             opts.backend = argv[++i];
         else if (!strcmp(argv[i], "--page-size") && i + 1 < argc &&
@@ -253,16 +255,17 @@ static const struct {
 } commands[] = {
     {"status", cmd_status_args, "status [--json]"},
     {"alloc", cmd_alloc, "alloc SIZE [--page-size SIZE] [--backend NAME] [--require-huge] "
-                         "[--populate] [--json]"},
+                         "[--no-pool] [--populate] [--json]"},
     {"explain", hpctl_explain, "explain SIZE [--page-size SIZE] [--backend NAME] [--exclude LIST] "
-                               "[--require-huge] [--json]"},
+                               "[--require-huge] [--no-pool] [--json]"},
     {"pool", hpctl_pool, "pool [--json] | pool set SIZE [COUNT] [--node N] [--overcommit N] "
                          "[--dry-run] [--json] | pool release [SIZE] [--node N] [--dry-run] [--json]"},
     {"thp", hpctl_thp, "thp [--json] | thp set enabled|defrag VALUE [--dry-run] [--json]"},
     {"mthp", hpctl_mthp, "mthp [--json] | mthp set SIZE|all enabled|shmem_enabled VALUE "
                          "[--dry-run] [--json]"},
     {"watch", hpctl_watch, "watch [PID] [--interval SECONDS] [--count N] [--json]"},
-    {"run", hpctl_run, "run [--backend NAME] [--page-size SIZE] [--stacks lean|huge] [--report] -- CMD [ARGS]"},
+    {"run", hpctl_run, "run [--backend NAME] [--page-size SIZE] [--pool] [--stacks lean|huge] "
+                       "[--report] -- CMD [ARGS]"},
     {"version", cmd_version, "version [--json]"},
 };
 

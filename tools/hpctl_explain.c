@@ -77,6 +77,9 @@ static void why_text(const struct hp_explain *ex, const struct hp_select_note *n
     case HP_WHY_NO_ROOM:
         snprintf(buf, cap, "candidate list full");
         break;
+    case HP_WHY_POOLED:
+        snprintf(buf, cap, "pool pages, and the block must not come from a pool (--no-pool)");
+        break;
     default:
         snprintf(buf, cap, "?");
     }
@@ -115,7 +118,7 @@ static int mthp_off(const struct hp_backend_caps *caps, unsigned long kb_out[], 
 static int explain_usage(void)
 {
     fprintf(stderr, "usage: hpctl explain SIZE [--page-size SIZE] [--backend NAME] "
-                    "[--exclude LIST] [--require-huge] [--json]\n");
+                    "[--exclude LIST] [--require-huge] [--no-pool] [--json]\n");
     return HPCTL_USAGE;
 }
 
@@ -266,6 +269,8 @@ int hpctl_explain(int argc, char **argv)
             json = 1;
         else if (!strcmp(argv[i], "--require-huge"))
             opts.flags |= HP_F_REQUIRE_HUGE;
+        else if (!strcmp(argv[i], "--no-pool"))
+            opts.flags |= HP_F_NOPOOL;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             opts.backend = argv[++i];
         else if (!strcmp(argv[i], "--exclude") && i + 1 < argc)

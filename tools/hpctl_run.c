@@ -1,11 +1,13 @@
 /*
- * hpctl run [--backend NAME] [--page-size SIZE] [--stacks lean|huge] [--report] [--]
- *           CMD [ARGS...]
+ * hpctl run [--backend NAME] [--page-size SIZE] [--pool] [--stacks lean|huge] [--report]
+ *           [--] CMD [ARGS...]
  *
  * Runs an unmodified program with libhp-malloc.so: appends the library to
  * LD_PRELOAD, passes the choices on as environment (HP_BACKENDS,
- * HP_MALLOC_PAGE_SIZE, HP_STACKS for --stacks: thread stacks from
- * hp_stack_create), and with --report prints one line to stderr when
+ * HP_MALLOC_PAGE_SIZE, HP_MALLOC_POOL=1 for --pool: the hugetlb pool may
+ * serve, and a fork child then needs free pool pages to write what it
+ * inherited; HP_STACKS for --stacks: thread stacks from hp_stack_create),
+ * and with --report prints one line to stderr when
  * the command has exited: what its malloc served from which backend and how
  * much of it was huge, as libhp-malloc measured in the process's smaps
  * (HP_MALLOC_STATS=line, written to a private file and read back here).
@@ -30,8 +32,8 @@
 
 static int run_usage(void)
 {
-    fprintf(stderr, "usage: hpctl run [--backend NAME] [--page-size SIZE] [--stacks lean|huge] "
-                    "[--report] [--] CMD [ARGS...]\n");
+    fprintf(stderr, "usage: hpctl run [--backend NAME] [--page-size SIZE] [--pool] "
+                    "[--stacks lean|huge] [--report] [--] CMD [ARGS...]\n");
     return 2;
 }
 
@@ -71,13 +73,19 @@ static int find_library(char *out, size_t cap)
     return len > 0 && (size_t)len < cap && readable_file(out) ? 0 : -1;
 }
 
+/* 0: no such backend; 1: known; 2: known, and every page size it has
+ * comes from a pool (it can serve nothing without --pool). */
 static int known_backend(const char *name)
 {
     int32_t n = hp_backend_count();
     for (int32_t i = 0; i < n; i++) {
         struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
-        if (hp_backend_get((uint32_t)i, &bi) == HP_OK && !strcmp(bi.name, name))
-            return 1;
+        if (hp_backend_get((uint32_t)i, &bi) != HP_OK || strcmp(bi.name, name))
+            continue;
+        unsigned pooled = 0;
+        for (uint32_t k = 0; k < bi.n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
+            pooled += bi.pool_free[k] != UINT64_MAX;
+        return bi.n_page_sizes && pooled == bi.n_page_sizes ? 2 : 1;
     }
     return 0;
 }
@@ -147,7 +155,7 @@ static int set_preload(const char *lib)
 int hpctl_run(int argc, char **argv)
 {
     const char *backend = NULL, *page_size = NULL, *stacks = NULL;
-    int report = 0, i = 0;
+    int report = 0, pool = 0, i = 0;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
             i++;
@@ -155,6 +163,8 @@ int hpctl_run(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--report"))
             report = 1;
+        else if (!strcmp(argv[i], "--pool"))
+            pool = 1;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];
         else if (!strcmp(argv[i], "--page-size") && i + 1 < argc)
@@ -168,8 +178,15 @@ int hpctl_run(int argc, char **argv)
     }
     if (i >= argc)
         return run_usage();
-    if (backend && !known_backend(backend)) {
+    int known = backend ? known_backend(backend) : 1;
+    if (!known) {
         fprintf(stderr, "hpctl run: unknown backend \"%s\" (hpctl status lists them)\n", backend);
+        return 2;
+    }
+    if (known == 2 && !pool) {
+        fprintf(stderr, "hpctl run: backend \"%s\" serves only from a hugetlb pool: add --pool "
+                        "(a fork child then needs free pool pages to write what it inherited)\n",
+                backend);
         return 2;
     }
     if (page_size && !page_size_ok(page_size)) {
@@ -197,6 +214,8 @@ int hpctl_run(int argc, char **argv)
     }
     if (page_size)
         setenv("HP_MALLOC_PAGE_SIZE", page_size, 1);
+    if (pool)
+        setenv("HP_MALLOC_POOL", "1", 1);
     if (stacks)
         setenv("HP_STACKS", stacks, 1);
     if (!report) {

@@ -24,13 +24,15 @@ import time
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 SCRUB = ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES", "MIMALLOC_LARGE_OS_PAGES",
-         "HP_BACKENDS", "HP_MALLOC_STATS", "HP_MALLOC_LARGE")
+         "HP_BACKENDS", "HP_MALLOC_STATS", "HP_MALLOC_LARGE", "HP_MALLOC_POOL")
 
 
 def configs(build, proto):
     hpm = os.path.join(build, "lib/malloc/libhp-malloc.so")
     hp_env = {"LD_PRELOAD": hpm, "HP_BACKEND_DIR": os.path.join(build, "backends")}
-    rows = [("libhp-malloc", hp_env)]
+    # The default (no pool pages: fork-safe) and hpctl run --pool.
+    rows = [("libhp-malloc", hp_env),
+            ("libhp-malloc --pool", dict(hp_env, HP_MALLOC_POOL="1"))]
     if proto:
         rows.append(("jemalloc + libhp extent hooks (prototype)",
                      {"LD_PRELOAD": os.path.join(build, "bench/malloc/proto_jemalloc.so") +
@@ -113,7 +115,6 @@ def report(name, title, rows, res, rounds, out):
     print("| configuration | wall s (min-max) | user s | sys s | page faults | max RSS MiB | "
           "wall / libhp-malloc (paired median) |", file=out)
     print("| --- | --- | --- | --- | --- | --- | --- |", file=out)
-    best = None
     for cname, _ in rows:
         rr = res[cname]
         w = [r["wall"] for r in rr]
@@ -122,12 +123,17 @@ def report(name, title, rows, res, rounds, out):
         print(f"| {cname} | {statistics.median(w):.3f} ({min(w):.3f}-{max(w):.3f}) | "
               f"{med('user'):.3f} | {med('sys'):.3f} | {med('faults'):.0f} | "
               f"{med('maxrss_kb') / 1024:.0f} | {ratio:.2f}x |", file=out)
-        if cname != rows[0][0] and (best is None or ratio < best[1]):
-            best = (cname, ratio)
-    if best:
-        verdict = "faster" if best[1] > 1 else "NOT faster"
-        print(f"\nlibhp-malloc is {verdict} than the fastest peer ({best[0]}): "
-              f"peer/libhp-malloc = {best[1]:.2f}x (paired median).", file=out)
+    # Each libhp-malloc configuration against the fastest peer, paired.
+    ours = [c for c, _ in rows if c.startswith("libhp-malloc")]
+    peers = [c for c, _ in rows if not c.startswith("libhp-malloc") and "prototype" not in c]
+    for mine in ours:
+        mw = [r["wall"] for r in res[mine]]
+        best = min(((statistics.median(r["wall"] / m for r, m in zip(res[c], mw)), c)
+                    for c in peers), default=None)
+        if best:
+            verdict = "faster" if best[0] > 1 else "NOT faster"
+            print(f"\n{mine} is {verdict} than the fastest peer ({best[1]}): "
+                  f"peer/{mine} = {best[0]:.2f}x (paired median).", file=out)
     if any("phases" in r for r in res[rows[0][0]]):
         report_phases(rows, res, out)
 
@@ -146,7 +152,7 @@ def main():
     rows = configs(a.build, a.proto)
     if a.only:
         keep = a.only.split(",")
-        rows = [r for r in rows if r[0] in keep or r[0] == "libhp-malloc"]
+        rows = [r for r in rows if r[0] in keep or r[0].startswith("libhp-malloc")]
     bl = benches(a.build, a.bench.split(","), a.phases)
     res = {(b[0], c[0]): [] for b in bl for c in rows}
     for b in bl:  # warm-up, untimed: libraries and pool pages warm for all

@@ -41,6 +41,13 @@ HP_BEGIN_DECLS
 #define HP_F_POPULATE     UINT64_C(0x2)   /* prefault the whole block before returning */
 #define HP_F_COLLAPSE     UINT64_C(0x4)   /* ask the kernel to collapse into huge pages now */
 #define HP_F_NOZERO       UINT64_C(0x8)   /* contents may be left over from earlier use */
+/* Never from a reserved pool (a page size whose backend reports pool
+ * figures, hugetlb): the block has no fork rule (below), so after fork()
+ * either process may write it whatever the pool holds. THP, mTHP or base
+ * pages serve instead; HP_F_REQUIRE_HUGE then means THP or mTHP. hp_realloc
+ * with it moves a pool block out by copy. Since 1.3 (an older libhp
+ * refuses it: HP_EFLAGS). */
+#define HP_F_NOPOOL       UINT64_C(0x10)
 
 /* Bits 56..61 carry log2 of a requested page size; 0 means "libhp chooses".
  * hp_page_size_flag() builds them for any size; the common ones are here. */

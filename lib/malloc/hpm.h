@@ -28,7 +28,10 @@ struct hpm_options {
     size_t arena_min;        /* HP_MALLOC_ARENA: first arena size; later ones a quarter
                                 of all arenas so far, at least this */
     int stats;               /* HP_MALLOC_STATS: 0 off, 1 table, 2 one line */
-    uint64_t page_flags;     /* HP_MALLOC_PAGE_SIZE as hp_page_size_flag(), or 0 */
+    uint64_t hp_flags;       /* added to every hp_alloc/hp_realloc: HP_MALLOC_PAGE_SIZE as
+                                hp_page_size_flag() (or 0), and HP_F_NOPOOL unless
+                                HP_MALLOC_POOL=1 */
+    int pool;                /* HP_MALLOC_POOL: 1 lets the hugetlb pool serve */
     const char *stats_path;  /* HP_MALLOC_STATS_FILE, or NULL for stderr */
 };
 extern struct hpm_options hpm_opt;

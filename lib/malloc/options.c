@@ -93,7 +93,18 @@ static int set_page_size(const char *s)
     size_t v;
     if (parse_size(s, &v) || !hp_page_size_flag(v))
         return -1;
-    hpm_opt.page_flags = hp_page_size_flag(v);
+    hpm_opt.hp_flags = hp_page_size_flag(v);
+    return 0;
+}
+
+static int set_pool(const char *s)
+{
+    if (!strcmp(s, "0") || !strcmp(s, "off"))
+        hpm_opt.pool = 0;
+    else if (!strcmp(s, "1") || !strcmp(s, "on"))
+        hpm_opt.pool = 1;
+    else
+        return -1;
     return 0;
 }
 
@@ -115,6 +126,7 @@ static const struct {
     {"HP_MALLOC_STATS", set_stats, "0, 1 (table at exit) or line (one line at exit)"},
     {"HP_MALLOC_STATS_FILE", set_stats_file, "an absolute path the stats are appended to"},
     {"HP_MALLOC_PAGE_SIZE", set_page_size, "a power of two from 4K (K/M/G suffix)"},
+    {"HP_MALLOC_POOL", set_pool, "0 (never the hugetlb pool; default) or 1"},
 };
 
 void hpm_options_init(void)
@@ -125,4 +137,10 @@ void hpm_options_init(void)
             hpm_warn("%s=\"%.64s\" is invalid (accepted: %s); using the default",
                      table[i].name, v, table[i].accepted);
     }
+    /* A private hugetlb page that exists at fork() needs a free pool page
+     * when either process writes it, or the write is SIGBUS (hp/alloc.h;
+     * Documentation/mm/hugetlbfs_reserv.rst). Unmodified programs fork
+     * without knowing that, so the pool serves them only when asked. */
+    if (!hpm_opt.pool)
+        hpm_opt.hp_flags |= HP_F_NOPOOL;
 }

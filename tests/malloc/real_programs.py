@@ -7,8 +7,10 @@ must show huge pages.
     real_programs.py HPCTL MT_CXX_PROGRAM
 
 Reserves a small 2 MiB hugetlb pool under the machine-wide knob lock and
-restores it on exit, so the arenas come from the pool; then also checks
-that invalid HP_* values leave the program running with one warning.
+restores it on exit: by default the programs must leave it alone (their
+huge pages are THP), and under `hpctl run --pool` their arenas come from it;
+then also checks that invalid HP_* values leave the program running with
+one warning.
 TAP output. Skips (exit 77) when not root or without a 2 MiB pool.
 """
 import fcntl
@@ -80,7 +82,7 @@ def report_huge(stderr):
     return arena_huge, int(m.group(2)), int(m.group(3))
 
 
-def compare(tap, name, argv, hpctl, stdin_path=None, need_huge=True):
+def compare(tap, name, argv, hpctl, stdin_path=None, need_huge=True, pool=False):
     def go(prefix):
         fin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
         try:
@@ -89,7 +91,8 @@ def compare(tap, name, argv, hpctl, stdin_path=None, need_huge=True):
             if stdin_path:
                 fin.close()
     plain = go([])
-    hp = go([hpctl, "run", "--report", "--"])
+    hp = go([hpctl, "run", "--report"] + (["--pool"] if pool else []) + ["--"])
+    name += " (--pool)" if pool else ""
     tap.ok(plain.returncode == 0 and hp.returncode == 0, f"{name}: exits 0 with and without",
            f"rc {plain.returncode}/{hp.returncode}: {hp.stderr[-300:]!r}")
     tap.ok(plain.stdout == hp.stdout and len(plain.stdout) > 0, f"{name}: same output",
@@ -100,6 +103,10 @@ def compare(tap, name, argv, hpctl, stdin_path=None, need_huge=True):
         tap.ok(huge[0] > 0 and huge[1] + huge[2] > 0,
                f"{name}: huge pages in smaps (arenas {huge[0]} MiB, hugetlb {huge[1]} MiB, "
                f"thp {huge[2]} MiB)", repr(hp.stderr[-300:]))
+        # Pool pages only when asked: a fork child could not write them.
+        tap.ok(huge[1] > 0 if pool else huge[1] == 0,
+               f"{name}: {'hugetlb pool pages' if pool else 'no hugetlb pool page'} "
+               f"(hugetlb {huge[1]} MiB)", repr(hp.stderr[-300:]))
     return hp
 
 
@@ -142,6 +149,14 @@ def main():
         r = run([hpctl, "run", "--backend", "thp-madvise", "--report", "--", mt_cxx, "2", "1000"])
         tap.ok(r.returncode == 0 and b"arenas thp-madvise/2M" in r.stderr,
                "hpctl run --backend thp-madvise: the arenas come from it", repr(r.stderr[-300:]))
+        r = run([hpctl, "run", "--backend", "hugetlbfs", "--", "true"])
+        tap.ok(r.returncode == 2 and b"--pool" in r.stderr,
+               "hpctl run --backend hugetlbfs without --pool: exit 2, says why", repr(r.stderr))
+        r = run([hpctl, "run", "--backend", "hugetlbfs", "--pool", "--report", "--",
+                 mt_cxx, "2", "1000"])
+        tap.ok(r.returncode == 0 and b"arenas hugetlbfs/2M" in r.stderr,
+               "hpctl run --backend hugetlbfs --pool: the arenas come from the pool",
+               repr(r.stderr[-300:]))
 
         have_numpy = run([PY, "-c", "import numpy"]).returncode == 0
         if have_numpy:
@@ -166,12 +181,14 @@ def main():
         compare(tap, "sort", ["sort", "-S", "64M", data], hpctl)
 
         compare(tap, "multi-threaded C++", [mt_cxx, "8", "200000"], hpctl)
+        compare(tap, "multi-threaded C++", [mt_cxx, "8", "200000"], hpctl, pool=True)
         compare(tap, "C++ operator new failure semantics", [mt_cxx, "new-fails"], hpctl,
                 need_huge=False)
 
         # Invalid values: the program runs on, same output, one warning.
         for var, val in (("HP_MALLOC_LARGE", "lots"), ("HP_MALLOC_STATS", "maybe"),
-                         ("HP_CACHE_MAX", "-3"), ("HP_BACKENDS", "no-such-backend")):
+                         ("HP_CACHE_MAX", "-3"), ("HP_BACKENDS", "no-such-backend"),
+                         ("HP_MALLOC_POOL", "yes")):
             env = {var: val}
             plain = run([mt_cxx, "4", "50000"])
             hp = run([hpctl, "run", "--", mt_cxx, "4", "50000"], env=env)

@@ -7,7 +7,9 @@
  * threaded program, and ENOMEM under RLIMIT_AS.
  *
  *   test_malloc          the tests above
- *   test_malloc pool     a hugetlb pool drained while the program runs
+ *   test_malloc pool     a hugetlb pool drained while the program runs, with
+ *                        HP_MALLOC_POOL=1; fork children writing their heap
+ *                        with the pool drained, by default and with it
  *                        (root; takes the knob lock, restores the pool)
  */
 #include <hp.h>
@@ -472,15 +474,92 @@ static int drain_child(void)
     return taken > 0 ? 0 : 30;
 }
 
-static void t_drained_pool(void **state)
+/* Take every free page of the 2 MiB pool, as another program would. 0 if
+ * the pool is empty afterwards. */
+static int take_the_pool(void)
 {
-    (void)state;
-    if (geteuid() != 0 || pool_value("nr_hugepages") < 0) {
-        print_message("skip: needs root and a 2 MiB hugetlb pool\n");
-        skip();
+    while (mmap(NULL, 2 * MiB, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0) != MAP_FAILED)
+        ;
+    return pool_value("free_hugepages") - pool_value("resv_hugepages") > 0 ? -1 : 0;
+}
+
+/* Heap made while the pool has free pages, then the pool taken, then fork
+ * (from a threaded program) ten times: each child writes every object and
+ * the large block it inherited, allocates, frees and execs. 0 when every
+ * child exited 0; 128 + signal of the first child killed; 40-59 otherwise. */
+static int fork_write_child(int pooled)
+{
+    enum { N = 20000 };
+    static unsigned char *objs[N];
+    for (int i = 0; i < N; i++) {
+        if (!(objs[i] = malloc(1000)))
+            return 40;
+        pattern_stamp(objs[i], 1000, (uint64_t)i);
     }
-    /* 64 pages more than in use: room for the first arena (96 MiB with its
-     * alignment slack), not for everything the child allocates. */
+    unsigned char *big = malloc(16 * MiB);
+    if (!big)
+        return 41;
+    pattern_stamp(big, 16 * MiB, 7);
+    long kb_small = kernel_page_kb(objs[0]), kb_big = kernel_page_kb(big);
+    fprintf(stderr, "# HP_MALLOC_POOL=%d: arena on %ld kB pages, large block on %ld kB\n",
+            pooled, kb_small, kb_big);
+    if (pooled ? kb_small != 2048 : kb_small == 2048 || kb_big == 2048)
+        return 42;
+    if (take_the_pool())
+        return 43;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&t[i], NULL, churn_until_stopped, NULL))
+            return 44;
+    int ret = 0;
+    for (int k = 1; k <= 10 && !ret; k++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            ret = 45;
+            break;
+        }
+        if (pid == 0) {
+            signal(SIGBUS, SIG_DFL);
+            for (int i = 0; i < N; i++)
+                memset(objs[i], k, 1000);
+            memset(big, k, 16 * MiB);
+            char *a = malloc(300), *b = malloc(9 * MiB);
+            if (!a || !b)
+                _exit(3);
+            memset(a, 1, 300);
+            memset(b, 2, 9 * MiB);
+            free(a);
+            free(b);
+            free(objs[0]);
+            execl("/bin/true", "true", (char *)NULL);
+            _exit(4);
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid)
+            ret = 46;
+        else if (WIFSIGNALED(st))
+            ret = 128 + WTERMSIG(st);
+        else if (WEXITSTATUS(st))
+            ret = 50 + WEXITSTATUS(st);
+    }
+    atomic_store(&stop_churn, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < N && !ret; i++)
+        if (pattern_check(objs[i], 1000, 1000, (uint64_t)i))
+            ret = 47;
+    if (!ret && pattern_check(big, 16 * MiB, 16 * MiB, 7))
+        ret = 48;
+    return ret;
+}
+
+/* Grow the 2 MiB pool to 64 pages more than in use: room for the first
+ * arena (96 MiB with its alignment slack), not for everything a child
+ * allocates. 0, or -1 (skip: restored already). */
+static int pool_with_room(void)
+{
     long total = pool_value("nr_hugepages"), fr = pool_value("free_hugepages");
     char v[32];
     snprintf(v, sizeof(v), "%ld", total - fr + 64);
@@ -488,21 +567,67 @@ static void t_drained_pool(void **state)
     if (pool_value("free_hugepages") < 48) {
         knob_restore_all();
         print_message("skip: the kernel gave too few pool pages\n");
-        skip();
+        return -1;
     }
-    /* A fresh process, so its first arena is made with the pool filled. */
+    return 0;
+}
+
+/* Exit status of a fresh exec of this test as "mode arg", with
+ * HP_MALLOC_POOL set to pool (NULL: unset), so its first arena is made
+ * with the pool as it is now. */
+static int exec_self(const char *mode, const char *arg, const char *pool)
+{
+    fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        execl("/proc/self/exe", "test_malloc", "drain-child", (char *)NULL);
+        if (pool)
+            setenv("HP_MALLOC_POOL", pool, 1);
+        else
+            unsetenv("HP_MALLOC_POOL");
+        execl("/proc/self/exe", "test_malloc", mode, arg, (char *)NULL);
         _exit(127);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static int need_pool(void)
+{
+    if (geteuid() != 0 || pool_value("nr_hugepages") < 0) {
+        print_message("skip: needs root and a 2 MiB hugetlb pool\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void t_drained_pool(void **state)
+{
+    (void)state;
+    if (need_pool() || pool_with_room())
+        skip();
+    int st = exec_self("drain-child", NULL, "1");
     knob_restore_all();
-    if (WIFSIGNALED(st))
-        fail_msg("child killed by signal %d", WTERMSIG(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(st, 0);
+}
+
+/* By default nothing comes from the pool, so a fork child may write all it
+ * inherited with the pool empty. With HP_MALLOC_POOL=1 the same child dies
+ * of SIGBUS (the kernel rule of hp/alloc.h), which shows the pool really
+ * was empty and the default is what saves it. */
+static void t_fork_writes_with_pool_taken(void **state)
+{
+    (void)state;
+    if (need_pool() || pool_with_room())
+        skip();
+    int by_default = exec_self("fork-child", "0", NULL);
+    int pooled = exec_self("fork-child", "1", "1");
+    knob_restore_all();
+    print_message("# fork children writing inherited heap, pool empty: default %d, "
+                  "HP_MALLOC_POOL=1 %d\n", by_default, pooled);
+    assert_int_equal(by_default, 0);
+    assert_int_equal(pooled, 128 + SIGBUS);
 }
 
 int main(int argc, char **argv)
@@ -517,12 +642,15 @@ int main(int argc, char **argv)
         return drain_child();
     if (argc > 1 && !strcmp(argv[1], "oom-child"))
         return oom_child();
+    if (argc > 2 && !strcmp(argv[1], "fork-child"))
+        return fork_write_child(atoi(argv[2]));
     /* Arenas take hugetlb pool pages whenever the pool has free ones: hold
      * the knob lock, so no test that resizes the pool meets pages this one
      * holds (and none changes the pool under it). */
     knob_lock();
     if (argc > 1 && !strcmp(argv[1], "pool")) {
-        const struct CMUnitTest pool[] = {cmocka_unit_test(t_drained_pool)};
+        const struct CMUnitTest pool[] = {cmocka_unit_test(t_drained_pool),
+                                          cmocka_unit_test(t_fork_writes_with_pool_taken)};
         return cmocka_run_group_tests(pool, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {

@@ -562,6 +562,73 @@ static void failed_split_or_renew_loses_nothing(void **state)
     rt_expect_clean(before, "failed split or renew");
 }
 
+/* The exit status of a child that writes every byte of [p, p + len). */
+static int child_writes(unsigned char *p, uint64_t len)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGBUS, SIG_DFL);  /* not cmocka's handler: die of it */
+        rt_stamp(p, 0, len, 31);
+        _exit(rt_check(p, len, 31) == 0 ? 0 : 1);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* HP_F_NOPOOL keeps a block out of the pool, so a fork child may write it
+ * with the pool empty; hp_realloc with it copies a pool block out. The
+ * same write to a pool block kills the child (the kernel rule the flag
+ * avoids), which shows the pool really was empty. */
+static int nopool_after_fork(void *arg)
+{
+    (void)arg;
+    unsigned char *pool = hp_alloc(4 * MIB, 0);
+    CHILD_CHECK(pool != NULL);
+    CHILD_CHECK(hugetlb_kb(pool, 4 * MIB) == 4096);  /* the default takes the pool */
+    rt_stamp(pool, 0, 4 * MIB, 41);
+    unsigned char *n = hp_alloc(4 * MIB, HP_F_NOPOOL);
+    CHILD_CHECK(n != NULL && hugetlb_kb(n, 4 * MIB) == 0);
+    unsigned char *m = hp_alloc(4 * MIB, 0);
+    CHILD_CHECK(m != NULL && hugetlb_kb(m, 4 * MIB) == 4096);
+    rt_stamp(m, 0, 4 * MIB, 42);
+    m = hp_realloc(m, 6 * MIB, HP_F_NOPOOL);  /* copied out of the pool */
+    CHILD_CHECK(m != NULL && hugetlb_kb(m, 6 * MIB) == 0);
+    CHILD_CHECK(rt_check(m, 4 * MIB, 42) == 0);
+    struct hp_block_info info = rt_info(m);
+    CHILD_CHECK(info.flags & HP_F_NOPOOL);
+    fprintf(stderr, "# without a pool: %s, %llu kB pages\n", info.backend,
+            (unsigned long long)(info.page_size >> 10));
+    m = hp_realloc(m, 10 * MIB, HP_F_NOPOOL);  /* and grows where no pool is */
+    CHILD_CHECK(m != NULL && hugetlb_kb(m, 10 * MIB) == 0);
+    unsigned char *drain;
+    CHILD_CHECK(drain_pool(&drain) == 0);
+    int st_n = child_writes(n, 4 * MIB), st_m = child_writes(m, 10 * MIB);
+    int st_pool = child_writes(pool, 4 * MIB);
+    fprintf(stderr, "# pool empty; children writing: no-pool block %d, resized block %d, "
+            "pool block %d\n", st_n, st_m, st_pool);
+    CHILD_CHECK(st_n == 0 && st_m == 0);
+    CHILD_CHECK(st_pool == 128 + SIGBUS);
+    CHILD_CHECK(rt_check(pool, 4 * MIB, 41) == 0);  /* the parent's copy is intact */
+    CHILD_CHECK(hp_free(pool) == HP_OK && hp_free(n) == HP_OK && hp_free(m) == HP_OK);
+    CHILD_CHECK(!drain || hp_free(drain) == HP_OK);
+    return 0;
+}
+
+static void nopool_blocks_are_writable_after_fork_with_pool_empty(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs"))
+        skip();
+    rt_cache(0, 0);
+    struct rt_snapshot before = rt_snap();
+    int st = run_in_child(nopool_after_fork, NULL);
+    RT_CHECK(st == 0, "the process with HP_F_NOPOOL blocks exited with %d", st);
+    rt_expect_clean(before, "HP_F_NOPOOL across fork");
+}
+
 int main(void)
 {
     if (!is_root() || pool_set(2048, POOL_PAGES) < 32) {
@@ -580,6 +647,7 @@ int main(void)
         cmocka_unit_test(growth_of_a_carved_block_spares_its_neighbour),
         cmocka_unit_test(freed_block_forgets_protection_and_fork_flag),
         cmocka_unit_test(failed_split_or_renew_loses_nothing),
+        cmocka_unit_test(nopool_blocks_are_writable_after_fork_with_pool_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,6 +123,41 @@ static void short_pool_is_skipped(void **state)
     check(&r, (struct expect[]){{THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 3);
 }
 
+/* HP_F_NOPOOL: no pooled page size is a candidate, whatever the pool
+ * holds; with HP_F_REQUIRE_HUGE only THP and mTHP are left; a named pool
+ * backend serves nothing; explain says "pooled" for each size dropped. */
+static void nopool_drops_pooled_sizes(void **state)
+{
+    (void)state;
+    struct hp_select_request r = req(4 * M, HP_F_NOPOOL);
+    check(&r, (struct expect[]){{THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 3);
+    r = req(4 * M, HP_F_NOPOOL | HP_F_REQUIRE_HUGE);
+    check(&r, (struct expect[]){{THP, 2 * M}, {MTHP, 64 * K}}, 2);
+    r = req(2 * G, HP_F_NOPOOL | HP_F_PAGE_1G);
+    check(&r, NULL, 0);
+    r = req(4 * M, HP_F_NOPOOL);
+    r.backend = "hugetlbfs";
+    check(&r, NULL, 0);
+    /* A pooled size of a non-hugetlb kind is dropped too: the pool, not
+     * the kind, carries the fork rule. */
+    caps[THP].pool_free[0] = 100;
+    r = req(4 * M, HP_F_NOPOOL);
+    check(&r, (struct expect[]){{MTHP, 64 * K}, {BASE, 4 * K}}, 2);
+    caps[THP].pool_free[0] = UNPOOLED;
+    struct hp_candidate out[HP_SELECT_MAX];
+    struct hp_select_note notes[32];
+    unsigned n_notes = 0, pooled = 0;
+    r = req(4 * M, HP_F_NOPOOL);
+    hp_select_explain(&r, view, NB, out, HP_SELECT_MAX, notes, 32, &n_notes);
+    for (unsigned i = 0; i < n_notes; i++)
+        if (notes[i].why == HP_WHY_POOLED) {
+            assert_int_equal(notes[i].backend, HUGETLB);
+            pooled++;
+        }
+    assert_int_equal(pooled, 2);
+    assert_string_equal(hp_select_why_name(HP_WHY_POOLED), "pooled");
+}
+
 static void require_huge_drops_base_pages(void **state)
 {
     (void)state;
@@ -507,6 +542,22 @@ static void realloc_rules(void **state)
     expect_plan(hp_realloc_plan(&b, 4 * M, 0, 4 * K, &huge), HP_STEP_RESIZE, HP_RWHY_FITS);
     b.len = 64 * K;
     assert_false(hp_realloc_may_promote(&b, 32 * K, 4 * K));  /* shrinking */
+    /* HP_F_NOPOOL: a pool block is copied out, growing or shrinking (to
+     * its own backend when pinned, where the map then fails); other blocks
+     * resize as before. */
+    struct hp_realloc_block pool = blk(2 * M, 4 * M, HP_MAP_POOL, HP_PIN_NONE, 0);
+    expect_plan(hp_realloc_plan(&pool, 8 * M, HP_F_NOPOOL, 4 * K, NULL), HP_STEP_MOVE,
+                HP_RWHY_NOPOOL);
+    expect_plan(hp_realloc_plan(&pool, 2 * M, HP_F_NOPOOL, 4 * K, NULL), HP_STEP_MOVE,
+                HP_RWHY_NOPOOL);
+    expect_plan(hp_realloc_plan(&pool, 8 * M, 0, 4 * K, NULL), HP_STEP_RESIZE, HP_RWHY_FITS);
+    pool.pin = HP_PIN_NAMED;
+    expect_plan(hp_realloc_plan(&pool, 8 * M, HP_F_NOPOOL, 4 * K, NULL), HP_STEP_COPY_WITHIN,
+                HP_RWHY_NOPOOL);
+    struct hp_realloc_block thp = blk(2 * M, 4 * M, 0, HP_PIN_NONE, 0);
+    expect_plan(hp_realloc_plan(&thp, 8 * M, HP_F_NOPOOL, 4 * K, NULL), HP_STEP_RESIZE,
+                HP_RWHY_FITS);
+    assert_string_equal(hp_realloc_why_name(HP_RWHY_NOPOOL), "no-pool");
     /* Pinned blocks (named, or HP_BACKENDS alone) are never promoted and
      * never move: a copy stays in their backend. */
     for (uint32_t pin = HP_PIN_NAMED; pin <= HP_PIN_ENV; pin++) {
@@ -568,6 +619,7 @@ int main(void)
         cmocka_unit_test_setup(equal_waste_prefers_larger_page, machine),
         cmocka_unit_test_setup(short_pool_is_skipped, machine),
         cmocka_unit_test_setup(require_huge_drops_base_pages, machine),
+        cmocka_unit_test_setup(nopool_drops_pooled_sizes, machine),
         cmocka_unit_test_setup(requested_page_size, machine),
         cmocka_unit_test_setup(named_backend, machine),
         cmocka_unit_test_setup(exclusions_and_order_override, machine),

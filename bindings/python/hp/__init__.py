@@ -64,6 +64,7 @@ F_REQUIRE_HUGE = _clib.HP_F_REQUIRE_HUGE
 F_POPULATE = _clib.HP_F_POPULATE
 F_COLLAPSE = _clib.HP_F_COLLAPSE
 F_NOZERO = _clib.HP_F_NOZERO
+F_NOPOOL = _clib.HP_F_NOPOOL
 
 __all__ = [
     "alloc", "Block", "BlockInfo", "info", "NoHugePagesWarning", "empty", "zeros", "numpy_allocator",
@@ -72,7 +73,7 @@ __all__ = [
     "stack", "Stack", "StackInfo", "StackCacheStats", "stack_cache_configure",
     "stack_cache_stats", "stack_cache_trim",
     "cache_trim", "cache_stats", "cache_configure", "CacheStats", "CacheEntry",
-    "F_REQUIRE_HUGE", "F_POPULATE", "F_COLLAPSE", "F_NOZERO",
+    "F_REQUIRE_HUGE", "F_POPULATE", "F_COLLAPSE", "F_NOZERO", "F_NOPOOL",
     "HugePageError", "InvalidArgumentError", "OutOfMemoryError", "SizeError", "FlagsError",
     "ForeignPointerError", "InteriorPointerError", "DoubleFreeError", "NoHugePagesError",
     "NoBackendError", "BackendError", "EnvironmentVariableError", "NotSupportedError",

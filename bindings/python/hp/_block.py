@@ -303,9 +303,9 @@ def _page_size_flag(page_size: Union[int, str]) -> int:
 
 
 def _flags(page_size: Union[int, str, None], require_huge: bool, populate: bool,
-           collapse: bool, zero: bool) -> int:
+           collapse: bool, zero: bool, pool: bool = True) -> int:
     """HP_F_* bits for alloc()'s keyword arguments."""
-    flags = 0
+    flags = 0 if pool else lib.HP_F_NOPOOL
     if require_huge:
         flags |= lib.HP_F_REQUIRE_HUGE
     if populate:
@@ -329,7 +329,8 @@ def _c_name(value: Any, what: str) -> Any:
 
 def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Optional[str] = None,
           exclude: Union[str, Iterable[str], None] = None, require_huge: bool = False,
-          populate: bool = False, collapse: bool = False, zero: bool = True) -> Block:
+          populate: bool = False, collapse: bool = False, zero: bool = True,
+          pool: bool = True) -> Block:
     """Allocate a Block of size bytes from the best backend (hp_alloc_ex).
 
     page_size   int bytes or "4K"/"2M"/"1G": ask for that page size.
@@ -342,6 +343,10 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
     zero        False allows leftover contents (HP_F_NOZERO): libhp may hand
                 back a range this process freed before, bytes and all (see
                 "Cache" in the libhp README); default zero-filled.
+    pool        False keeps the block out of every hugetlb pool (HP_F_NOPOOL):
+                THP, mTHP or base pages serve it, and after os.fork() either
+                process may write it however empty the pool is (a private
+                pool page needs a free pool page for that, or gets SIGBUS).
 
     Raises a HugePageError subclass with libhp's detail text on failure;
     when no backend could serve (NoBackendError, NoHugePagesError, or
@@ -350,7 +355,7 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
     pages, or why it is unavailable).
     """
     size = _check_size(size)
-    flags = _flags(page_size, require_huge, populate, collapse, zero)
+    flags = _flags(page_size, require_huge, populate, collapse, zero, pool)
     opts = ffi.new("struct hp_alloc_opts *")
     opts.size = ffi.sizeof("struct hp_alloc_opts")
     opts.flags = flags

@@ -46,6 +46,7 @@ int32_t hp_last_error(void);
 #define HP_F_POPULATE 0x2
 #define HP_F_COLLAPSE 0x4
 #define HP_F_NOZERO 0x8
+#define HP_F_NOPOOL 0x10
 #define HP_F_PAGE_SHIFT_POS 56
 #define HP_F_PAGE_SHIFT_MASK 0x3f00000000000000
 #define HP_F_PAGE_4K 0x0c00000000000000

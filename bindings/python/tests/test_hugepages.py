@@ -44,6 +44,11 @@ def test_hugetlb_block_from_a_reserved_pool(knob_lock):
         with hp.alloc(16 * MiB) as b:
             assert b.info().backend == "hugetlbfs"
             assert smaps_huge_bytes(b.address, len(b)) == 16 * MiB
+        # ...unless the block must stay out of every pool.
+        with hp.alloc(16 * MiB, pool=False) as b:
+            assert b.info().backend != "hugetlbfs"
+            assert b.info().flags & hp.F_NOPOOL
+            b[len(b) - 1] = 3
 
 
 SHORT_POOL_CHILD = """

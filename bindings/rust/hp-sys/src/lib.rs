@@ -37,6 +37,7 @@ pub const HP_F_POPULATE: u64 = 0x2;
 pub const HP_F_COLLAPSE: u64 = 0x4;
 /// Contents may be left over from earlier use (not zero-filled).
 pub const HP_F_NOZERO: u64 = 0x8;
+pub const HP_F_NOPOOL: u64 = 0x10;
 /// Mask of the bits (56..61) that carry log2 of a requested page size.
 pub const HP_F_PAGE_SHIFT_MASK: u64 = 0x3f << HP_F_PAGE_SHIFT_POS;
 /// Request 4 KiB pages.

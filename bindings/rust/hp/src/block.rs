@@ -70,6 +70,14 @@ impl AllocOptions {
         self.flag(sys::HP_F_COLLAPSE, yes)
     }
 
+    /// Keep the block out of every hugetlb pool (`HP_F_NOPOOL`): THP, mTHP
+    /// or base pages serve it, so after `fork()` either process may write it
+    /// however empty the pool is (a private pool page needs a free pool page
+    /// for that, or the write is SIGBUS).
+    pub fn no_pool(self, yes: bool) -> AllocOptions {
+        self.flag(sys::HP_F_NOPOOL, yes)
+    }
+
     /// OR raw `HP_F_*` bits into the request (libhp rejects unknown bits
     /// with [`ErrorKind::Flags`](crate::ErrorKind::Flags)).
     ///
