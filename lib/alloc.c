@@ -211,13 +211,14 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
         n = hp_select(&sr, view, c->n, cand, HP_SELECT_MAX);
     }
     if (n == 0 && !quiet) {
+        const char *nopool = (r->flags & HP_F_NOPOOL) ? " outside a pool (HP_F_NOPOOL)" : "";
         if (r->flags & HP_F_REQUIRE_HUGE) {
-            hp_fail(HP_ENOHUGE, "no backend can serve %llu bytes with huge pages%s%s",
-                    (unsigned long long)r->len, r->backend ? " from backend " : "",
+            hp_fail(HP_ENOHUGE, "no backend can serve %llu bytes with huge pages%s%s%s",
+                    (unsigned long long)r->len, nopool, r->backend ? " from backend " : "",
                     r->backend ? r->backend : "");
         } else {
-            hp_fail(HP_ENOBACKEND, "no available backend can serve %llu bytes%s%s",
-                    (unsigned long long)r->len, r->backend ? " from backend " : "",
+            hp_fail(HP_ENOBACKEND, "no available backend can serve %llu bytes%s%s%s",
+                    (unsigned long long)r->len, nopool, r->backend ? " from backend " : "",
                     r->backend ? r->backend : "");
         }
     }

@@ -6,10 +6,12 @@
  * LD_PRELOAD, passes the choices on as environment (HP_BACKENDS,
  * HP_MALLOC_PAGE_SIZE, HP_MALLOC_POOL=1 for --pool: the hugetlb pool may
  * serve, and a fork child then needs free pool pages to write what it
- * inherited; HP_STACKS for --stacks: thread stacks from hp_stack_create),
- * and with --report prints one line to stderr when
- * the command has exited: what its malloc served from which backend and how
- * much of it was huge, as libhp-malloc measured in the process's smaps
+ * inherited (HP_MALLOC_POOL=1 in the environment counts as --pool; a
+ * backend or page size that only a pool has needs it); HP_STACKS for
+ * --stacks: thread stacks from hp_stack_create), and with --report prints
+ * one line to stderr when the command has exited: what its malloc served
+ * from which backend and how much of it was huge, as libhp-malloc measured
+ * in the process's smaps
  * (HP_MALLOC_STATS=line, written to a private file and read back here).
  * Exits with the command's status (128 + signal number if it was killed).
  *
@@ -90,6 +92,21 @@ static int known_backend(const char *name)
     return 0;
 }
 
+/* Does a backend offer page size ps without a pool? */
+static int unpooled_size(uint64_t ps)
+{
+    int32_t n = hp_backend_count();
+    for (int32_t i = 0; i < n; i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        if (hp_backend_get((uint32_t)i, &bi) != HP_OK || !bi.available)
+            continue;
+        for (uint32_t k = 0; k < bi.n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
+            if (bi.page_sizes[k] == ps && bi.pool_free[k] == UINT64_MAX)
+                return 1;
+    }
+    return 0;
+}
+
 static int page_size_ok(const char *s)
 {
     char *end;
@@ -101,6 +118,16 @@ static int page_size_ok(const char *s)
     if (shift)
         end++;
     return !*end && v && v < (1ull << 40) && hp_page_size_flag((uint64_t)v << shift) != 0;
+}
+
+/* The byte count of a --page-size page_size_ok accepted. */
+static uint64_t page_size_bytes(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+                   : *end == 'G' || *end == 'g' ? 30 : 0;
+    return (uint64_t)v << shift;
 }
 
 /* The report lines of every process of the command, one per process; the
@@ -178,6 +205,10 @@ int hpctl_run(int argc, char **argv)
     }
     if (i >= argc)
         return run_usage();
+    /* HP_MALLOC_POOL=1 inherited from the environment means --pool. */
+    const char *env_pool = getenv("HP_MALLOC_POOL");
+    if (env_pool && (!strcmp(env_pool, "1") || !strcmp(env_pool, "on")))
+        pool = 1;
     int known = backend ? known_backend(backend) : 1;
     if (!known) {
         fprintf(stderr, "hpctl run: unknown backend \"%s\" (hpctl status lists them)\n", backend);
@@ -192,6 +223,12 @@ int hpctl_run(int argc, char **argv)
     if (page_size && !page_size_ok(page_size)) {
         fprintf(stderr, "hpctl run: --page-size \"%s\" is not a power of two from 4K "
                         "(K/M/G suffix)\n", page_size);
+        return 2;
+    }
+    if (page_size && !pool && !unpooled_size(page_size_bytes(page_size))) {
+        fprintf(stderr, "hpctl run: no backend offers %s pages outside a hugetlb pool: add --pool "
+                        "(a fork child then needs free pool pages to write what it inherited)\n",
+                page_size);
         return 2;
     }
     if (stacks && strcmp(stacks, "lean") && strcmp(stacks, "huge")) {

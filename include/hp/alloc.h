@@ -42,11 +42,12 @@ HP_BEGIN_DECLS
 #define HP_F_COLLAPSE     UINT64_C(0x4)   /* ask the kernel to collapse into huge pages now */
 #define HP_F_NOZERO       UINT64_C(0x8)   /* contents may be left over from earlier use */
 /* Never from a reserved pool (a page size whose backend reports pool
- * figures, hugetlb): the block has no fork rule (below), so after fork()
+ * figures, hugetlb): the block has no fork rule (above), so after fork()
  * either process may write it whatever the pool holds. THP, mTHP or base
  * pages serve instead; HP_F_REQUIRE_HUGE then means THP or mTHP. hp_realloc
- * with it moves a pool block out by copy. Since 1.3 (an older libhp
- * refuses it: HP_EFLAGS). */
+ * with it copies a pool block out of the pool (a pinned pool block cannot
+ * leave its backend: hp_realloc fails, the block unchanged). Since 1.3 (an
+ * older libhp refuses it: HP_EFLAGS). */
 #define HP_F_NOPOOL       UINT64_C(0x10)
 
 /* Bits 56..61 carry log2 of a requested page size; 0 means "libhp chooses".
@@ -115,7 +116,8 @@ HP_EXTERN(int32_t) hp_free(void *p);
  * Bytes are copied only (a) when a base-page block of at most one huge page
  * grows to a size the selection serves with huge pages, unless the block
  * is pinned (below); (b) when flags ask for another page size, or
- * HP_F_REQUIRE_HUGE for a base-page block; (c) when the block's backend
+ * HP_F_REQUIRE_HUGE for a base-page block, or HP_F_NOPOOL for a block of
+ * pool pages; (c) when the block's backend
  * cannot grow it (hugetlb pool exhausted, or no remap op): it moves to the
  * backend the selection picks for new_size — with HP_F_REQUIRE_HUGE it fails
  * with HP_ENOHUGE instead. A pinned block — its backend named in

@@ -77,8 +77,8 @@ def main():
 
     for mode in ("lean", "huge"):
         if mode == "huge" and thp_mode() not in ("always", "madvise"):
-            tap.skip("huge stacks", f"THP enabled is {thp_mode()}: huge stacks would come "
-                     "from the hugetlb pool, not measured here")
+            tap.skip("huge stacks", f"THP enabled is {thp_mode()}: huge stacks would be lean "
+                     "(or from the hugetlb pool under --pool), not measured here")
             continue
         r = run(hp + ["--stacks", mode, "--", prog, "stacks", str(THREADS)])
         f = fields(r.stdout)

@@ -373,10 +373,8 @@ static int oom_child(void)
     return keep[0] == 7 ? 0 : 18;
 }
 
-/* The child runs in a fresh exec, not in a fork of this process: a forked
- * child writing heap pages it shares with a parent whose arenas are hugetlb
- * needs free pool pages for its copies (docs/malloc.md, fork), which is not
- * what this test is about. */
+/* The child runs in a fresh exec, not in a fork of this process, so its
+ * address-space limit counts its own mappings only. */
 static void t_oom(void **state)
 {
     (void)state;
@@ -644,9 +642,8 @@ int main(int argc, char **argv)
         return oom_child();
     if (argc > 2 && !strcmp(argv[1], "fork-child"))
         return fork_write_child(atoi(argv[2]));
-    /* Arenas take hugetlb pool pages whenever the pool has free ones: hold
-     * the knob lock, so no test that resizes the pool meets pages this one
-     * holds (and none changes the pool under it). */
+    /* The pool tests resize and take the hugetlb pool, and the others must
+     * not meet a pool changing under them: hold the knob lock. */
     knob_lock();
     if (argc > 1 && !strcmp(argv[1], "pool")) {
         const struct CMUnitTest pool[] = {cmocka_unit_test(t_drained_pool),
