@@ -11,6 +11,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifdef __SANITIZE_THREAD__
+/* The TSan runtime's dynamic annotation (tsan_interface_ann.cpp). */
+void AnnotateNewMemory(const char *file, int line, const volatile void *mem, size_t size);
+#endif
+
 #if defined(__has_include)
 #if __has_include(<valgrind/memcheck.h>)
 #include <valgrind/memcheck.h>
@@ -104,6 +109,14 @@ int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void 
     void *p = mremap(old_addr, old_len, new_len, flags, new_addr);
     if (p == MAP_FAILED)
         return -errno;
+#ifdef __SANITIZE_THREAD__
+    /* ThreadSanitizer intercepts mmap and munmap, not mremap: the shadow of
+     * the range the pages moved or grew into still holds the accesses made
+     * to whatever was there before (another thread's block that mremap
+     * moved away), and the next access is reported as a race with them.
+     * The range holds this caller's pages now: new memory. */
+    AnnotateNewMemory(__FILE__, __LINE__, p, new_len);
+#endif
 #ifdef HP_HAVE_MEMCHECK_H
     /* memcheck (valgrind 3.19) leaves the grown part of a growing
      * mremap(MREMAP_FIXED) inaccessible in its shadow, so every later use
