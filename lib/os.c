@@ -110,11 +110,15 @@ int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void 
     if (p == MAP_FAILED)
         return -errno;
 #ifdef __SANITIZE_THREAD__
-    /* ThreadSanitizer intercepts mmap and munmap, not mremap: the shadow of
-     * the range the pages moved or grew into still holds the accesses made
-     * to whatever was there before (another thread's block that mremap
-     * moved away), and the next access is reported as a race with them.
-     * The range holds this caller's pages now: new memory. */
+    /* ThreadSanitizer intercepts mmap and munmap, not mremap, so tell it
+     * what they would have: the range the pages left is unmapped (else its
+     * shadow keeps this block's accesses, and the next mapping there,
+     * another thread's, is reported as racing with them) and the range
+     * they moved or grew into is new memory. */
+    if (p != old_addr)
+        AnnotateNewMemory(__FILE__, __LINE__, old_addr, old_len);
+    else if (new_len < old_len)
+        AnnotateNewMemory(__FILE__, __LINE__, (char *)old_addr + new_len, old_len - new_len);
     AnnotateNewMemory(__FILE__, __LINE__, p, new_len);
 #endif
 #ifdef HP_HAVE_MEMCHECK_H
