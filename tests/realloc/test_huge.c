@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -603,6 +604,14 @@ static int nopool_after_fork(void *arg)
             (unsigned long long)(info.page_size >> 10));
     m = hp_realloc(m, 10 * MIB, HP_F_NOPOOL);  /* and grows where no pool is */
     CHILD_CHECK(m != NULL && hugetlb_kb(m, 10 * MIB) == 0);
+    /* A block pinned to the pool backend cannot leave it: refused, unchanged. */
+    unsigned char *pin = rt_alloc("hugetlbfs", 2 * MIB, HP_F_PAGE_2M);
+    CHILD_CHECK(pin != NULL);
+    rt_stamp(pin, 0, 2 * MIB, 43);
+    CHILD_CHECK(hp_realloc(pin, 4 * MIB, HP_F_NOPOOL) == NULL);
+    CHILD_CHECK(strstr(hp_last_error_detail(), "HP_F_NOPOOL") != NULL);
+    CHILD_CHECK(rt_check(pin, 2 * MIB, 43) == 0 && hugetlb_kb(pin, 2 * MIB) == 2048);
+    CHILD_CHECK(hp_free(pin) == HP_OK);
     unsigned char *drain;
     CHILD_CHECK(drain_pool(&drain) == 0);
     int st_n = child_writes(n, 4 * MIB), st_m = child_writes(m, 10 * MIB);

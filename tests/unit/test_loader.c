@@ -296,6 +296,38 @@ static void carvable_plugin_gets_the_cache(void **state)
     in_fixture_dir(child_carvable);
 }
 
+/* A plugin whose probe calls its page size unpooled but whose mappings
+ * carry HP_MAP_POOL: HP_F_NOPOOL refuses its memory with a detail naming
+ * both, the mapping goes back through the plugin's unmap (nothing leaks),
+ * and without the flag it serves as usual. */
+static int child_pool_liar(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    unsetenv("FX_POOL_LIAR_UNMAPS");
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-pool-liar";
+    o.flags = HP_F_NOPOOL;
+    CHILD_CHECK(hp_alloc_ex(65536, &o) == NULL);
+    CHILD_CHECK(hp_last_error() == HP_EBACKEND);
+    CHILD_CHECK(strstr(hp_last_error_detail(), "fixture-pool-liar") &&
+                strstr(hp_last_error_detail(), "HP_F_NOPOOL"));
+    const char *unmaps = getenv("FX_POOL_LIAR_UNMAPS");
+    CHILD_CHECK(unmaps && !strcmp(unmaps, "1"));
+    o.flags = 0;
+    char *p = hp_alloc_ex(65536, &o);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(p && hp_info(p, &info) == HP_OK && !strcmp(info.backend, "fixture-pool-liar"));
+    p[65535] = 1;
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    return 0;
+}
+
+static void nopool_refuses_a_plugin_that_maps_pool_pages(void **state)
+{
+    (void)state;
+    in_fixture_dir(child_pool_liar);
+}
+
 static int filled(const unsigned char *p, size_t len, unsigned char v)
 {
     for (size_t i = 0; i < len; i++)
@@ -1025,6 +1057,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(misbehaving_plugin_stacks_are_refused_or_guarded),
         cmocka_unit_test(plugin_context_reaches_every_op_and_fini),
         cmocka_unit_test(carvable_plugin_gets_the_cache),
+        cmocka_unit_test(nopool_refuses_a_plugin_that_maps_pool_pages),
         cmocka_unit_test(named_block_never_migrates),
         cmocka_unit_test(hp_backends_alone_pins_the_block),
         cmocka_unit_test(shared_block_resized_after_fork_is_copied),
