@@ -137,11 +137,8 @@ void hp_fork_gen_bump(void)
  * a mapping that raced with a fork is labelled stale (never the other way
  * round), and no take can see a pre-fork range as current. The alternative,
  * MADV_DONTFORK on cached hugetlb ranges (children never inherit them, so
- * the parent could keep reusing them), was left out when every put and
- * take was free of syscalls; now a put pays mprotect + MADV_DOFORK
- * (hp_os_renew) and a carved pool piece two madvise calls (cut_front), so
- * a put could set MADV_DONTFORK on pool ranges in the same breath. Not
- * done yet: the generation costs nothing until the process forks, and then
+ * the parent could keep reusing them), would cost one more madvise per put
+ * and take; the generation costs nothing until the process forks, and then
  * the parent's cached hugetlb ranges are released (their pages are shared
  * with the child until it lets them go). */
 static int stale(uint32_t flags, uint64_t gen)

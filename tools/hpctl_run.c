@@ -75,6 +75,15 @@ static int find_library(char *out, size_t cap)
     return len > 0 && (size_t)len < cap && readable_file(out) ? 0 : -1;
 }
 
+/* Does bi offer page size ps (0: any size) outside a pool? */
+static int offers_unpooled(const struct hp_backend_info *bi, uint64_t ps)
+{
+    for (uint32_t k = 0; k < bi->n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
+        if ((!ps || bi->page_sizes[k] == ps) && bi->pool_free[k] == UINT64_MAX)
+            return 1;
+    return 0;
+}
+
 /* 0: no such backend; 1: known; 2: known, and every page size it has
  * comes from a pool (it can serve nothing without --pool). */
 static int known_backend(const char *name)
@@ -82,12 +91,8 @@ static int known_backend(const char *name)
     int32_t n = hp_backend_count();
     for (int32_t i = 0; i < n; i++) {
         struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
-        if (hp_backend_get((uint32_t)i, &bi) != HP_OK || strcmp(bi.name, name))
-            continue;
-        unsigned pooled = 0;
-        for (uint32_t k = 0; k < bi.n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
-            pooled += bi.pool_free[k] != UINT64_MAX;
-        return bi.n_page_sizes && pooled == bi.n_page_sizes ? 2 : 1;
+        if (hp_backend_get((uint32_t)i, &bi) == HP_OK && !strcmp(bi.name, name))
+            return bi.n_page_sizes && !offers_unpooled(&bi, 0) ? 2 : 1;
     }
     return 0;
 }
@@ -98,36 +103,10 @@ static int unpooled_size(uint64_t ps)
     int32_t n = hp_backend_count();
     for (int32_t i = 0; i < n; i++) {
         struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
-        if (hp_backend_get((uint32_t)i, &bi) != HP_OK || !bi.available)
-            continue;
-        for (uint32_t k = 0; k < bi.n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
-            if (bi.page_sizes[k] == ps && bi.pool_free[k] == UINT64_MAX)
-                return 1;
+        if (hp_backend_get((uint32_t)i, &bi) == HP_OK && bi.available && offers_unpooled(&bi, ps))
+            return 1;
     }
     return 0;
-}
-
-static int page_size_ok(const char *s)
-{
-    char *end;
-    if (s[0] < '0' || s[0] > '9')
-        return 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
-                   : *end == 'G' || *end == 'g' ? 30 : 0;
-    if (shift)
-        end++;
-    return !*end && v && v < (1ull << 40) && hp_page_size_flag((uint64_t)v << shift) != 0;
-}
-
-/* The byte count of a --page-size page_size_ok accepted. */
-static uint64_t page_size_bytes(const char *s)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
-                   : *end == 'G' || *end == 'g' ? 30 : 0;
-    return (uint64_t)v << shift;
 }
 
 /* The report lines of every process of the command, one per process; the
@@ -220,12 +199,14 @@ int hpctl_run(int argc, char **argv)
                 backend);
         return 2;
     }
-    if (page_size && !page_size_ok(page_size)) {
+    uint64_t ps = 0;
+    if (page_size && (parse_size(page_size, &ps) || ps > (UINT64_C(1) << 40) ||
+                      !hp_page_size_flag(ps))) {
         fprintf(stderr, "hpctl run: --page-size \"%s\" is not a power of two from 4K "
                         "(K/M/G suffix)\n", page_size);
         return 2;
     }
-    if (page_size && !pool && !unpooled_size(page_size_bytes(page_size))) {
+    if (page_size && !pool && !unpooled_size(ps)) {
         fprintf(stderr, "hpctl run: no backend offers %s pages outside a hugetlb pool: add --pool "
                         "(a fork child then needs free pool pages to write what it inherited)\n",
                 page_size);
@@ -249,8 +230,12 @@ int hpctl_run(int argc, char **argv)
         snprintf(v, sizeof(v), strcmp(backend, "fallback") ? "%s,fallback" : "%s", backend);
         setenv("HP_BACKENDS", v, 1);
     }
-    if (page_size)
-        setenv("HP_MALLOC_PAGE_SIZE", page_size, 1);
+    if (page_size) {
+        /* In KiB, the form HP_MALLOC_PAGE_SIZE takes whatever suffix was given. */
+        char v[32];
+        snprintf(v, sizeof(v), "%lluK", (unsigned long long)(ps >> 10));
+        setenv("HP_MALLOC_PAGE_SIZE", v, 1);
+    }
     if (pool)
         setenv("HP_MALLOC_POOL", "1", 1);
     if (stacks)

@@ -75,16 +75,22 @@ static int set_arena(const char *s)
     return 0;
 }
 
-static int set_stats(const char *s)
+/* "0"/"off" is 0, "1"/"on" is 1, anything else -1. */
+static int parse_switch(const char *s)
 {
     if (!strcmp(s, "0") || !strcmp(s, "off"))
-        hpm_opt.stats = 0;
-    else if (!strcmp(s, "1") || !strcmp(s, "on"))
-        hpm_opt.stats = 1;
-    else if (!strcmp(s, "line"))
-        hpm_opt.stats = 2;
-    else
+        return 0;
+    if (!strcmp(s, "1") || !strcmp(s, "on"))
+        return 1;
+    return -1;
+}
+
+static int set_stats(const char *s)
+{
+    int v = strcmp(s, "line") ? parse_switch(s) : 2;
+    if (v < 0)
         return -1;
+    hpm_opt.stats = v;
     return 0;
 }
 
@@ -99,12 +105,10 @@ static int set_page_size(const char *s)
 
 static int set_pool(const char *s)
 {
-    if (!strcmp(s, "0") || !strcmp(s, "off"))
-        hpm_opt.pool = 0;
-    else if (!strcmp(s, "1") || !strcmp(s, "on"))
-        hpm_opt.pool = 1;
-    else
+    int v = parse_switch(s);
+    if (v < 0)
         return -1;
+    hpm_opt.pool = v;
     return 0;
 }
 
@@ -126,7 +130,7 @@ static const struct {
     {"HP_MALLOC_STATS", set_stats, "0, 1 (table at exit) or line (one line at exit)"},
     {"HP_MALLOC_STATS_FILE", set_stats_file, "an absolute path the stats are appended to"},
     {"HP_MALLOC_PAGE_SIZE", set_page_size, "a power of two from 4K (K/M/G suffix)"},
-    {"HP_MALLOC_POOL", set_pool, "0 (never the hugetlb pool; default) or 1"},
+    {"HP_MALLOC_POOL", set_pool, "0 or off (never the hugetlb pool; default), 1 or on"},
 };
 
 void hpm_options_init(void)

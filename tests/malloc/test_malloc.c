@@ -300,6 +300,22 @@ static void *churn_until_stopped(void *arg)
     return NULL;
 }
 
+/* A child between fork and exec: allocates and writes a small and a large
+ * block, frees them and execs true, as shells and Python do. 3 or 4 if
+ * that fails. */
+static void child_mallocs_then_execs(size_t small, size_t large)
+{
+    char *a = malloc(small), *b = malloc(large);
+    if (!a || !b)
+        _exit(3);
+    memset(a, 1, small);
+    memset(b, 2, large);
+    free(a);
+    free(b);
+    execl("/bin/true", "true", (char *)NULL);
+    _exit(4);
+}
+
 static void t_fork_exec_threaded(void **state)
 {
     (void)state;
@@ -309,18 +325,8 @@ static void t_fork_exec_threaded(void **state)
     for (int i = 0; i < 30; i++) {
         pid_t pid = fork();
         assert_true(pid >= 0);
-        if (pid == 0) {
-            /* Between fork and exec: allocate, as shells and Python do. */
-            char *a = malloc(200), *b = malloc(6 * MiB);
-            if (!a || !b)
-                _exit(3);
-            memset(a, 1, 200);
-            memset(b, 2, 6 * MiB);
-            free(a);
-            free(b);
-            execl("/bin/true", "true", (char *)NULL);
-            _exit(4);
-        }
+        if (pid == 0)
+            child_mallocs_then_execs(200, 6 * MiB);
         int st;
         assert_int_equal(waitpid(pid, &st, 0), pid);
         assert_true(WIFEXITED(st));
@@ -373,22 +379,33 @@ static int oom_child(void)
     return keep[0] == 7 ? 0 : 18;
 }
 
+/* Exit status of a fresh exec of this test as "mode arg", with
+ * HP_MALLOC_POOL set to pool (NULL: unset), so its first arena is made
+ * with the pool as it is now. */
+static int exec_self(const char *mode, const char *arg, const char *pool)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (pool)
+            setenv("HP_MALLOC_POOL", pool, 1);
+        else
+            unsetenv("HP_MALLOC_POOL");
+        execl("/proc/self/exe", "test_malloc", mode, arg, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
 /* The child runs in a fresh exec, not in a fork of this process, so its
  * address-space limit counts its own mappings only. */
 static void t_oom(void **state)
 {
     (void)state;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execl("/proc/self/exe", "test_malloc", "oom-child", (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(exec_self("oom-child", NULL, NULL), 0);
 }
 
 /* ---- the pool drained mid-run ---- */
@@ -523,16 +540,8 @@ static int fork_write_child(int pooled)
             for (int i = 0; i < N; i++)
                 memset(objs[i], k, 1000);
             memset(big, k, 16 * MiB);
-            char *a = malloc(300), *b = malloc(9 * MiB);
-            if (!a || !b)
-                _exit(3);
-            memset(a, 1, 300);
-            memset(b, 2, 9 * MiB);
-            free(a);
-            free(b);
             free(objs[0]);
-            execl("/bin/true", "true", (char *)NULL);
-            _exit(4);
+            child_mallocs_then_execs(300, 9 * MiB);
         }
         int st;
         if (waitpid(pid, &st, 0) != pid)
@@ -568,27 +577,6 @@ static int pool_with_room(void)
         return -1;
     }
     return 0;
-}
-
-/* Exit status of a fresh exec of this test as "mode arg", with
- * HP_MALLOC_POOL set to pool (NULL: unset), so its first arena is made
- * with the pool as it is now. */
-static int exec_self(const char *mode, const char *arg, const char *pool)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (pool)
-            setenv("HP_MALLOC_POOL", pool, 1);
-        else
-            unsetenv("HP_MALLOC_POOL");
-        execl("/proc/self/exe", "test_malloc", mode, arg, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
 
 static int need_pool(void)

@@ -563,20 +563,27 @@ static void failed_split_or_renew_loses_nothing(void **state)
     rt_expect_clean(before, "failed split or renew");
 }
 
-/* The exit status of a child that writes every byte of [p, p + len). */
+/* A range for write_all. */
+struct span {
+    unsigned char *p;
+    uint64_t len;
+};
+
+/* run_in_child body: write a stamp on every page of the span and read it
+ * back; dies of SIGBUS (not cmocka's handler) if the kernel refuses. */
+static int write_all(void *arg)
+{
+    const struct span *sp = arg;
+    signal(SIGBUS, SIG_DFL);
+    rt_stamp(sp->p, 0, sp->len, 31);
+    return rt_check(sp->p, sp->len, 31) == 0 ? 0 : 1;
+}
+
+/* The exit status of a child that writes every page of [p, p + len). */
 static int child_writes(unsigned char *p, uint64_t len)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        signal(SIGBUS, SIG_DFL);  /* not cmocka's handler: die of it */
-        rt_stamp(p, 0, len, 31);
-        _exit(rt_check(p, len, 31) == 0 ? 0 : 1);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    struct span sp = {p, len};
+    return run_in_child(write_all, &sp);
 }
 
 /* HP_F_NOPOOL keeps a block out of the pool, so a fork child may write it
