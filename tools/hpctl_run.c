@@ -199,8 +199,12 @@ int hpctl_run(int argc, char **argv)
                 backend);
         return 2;
     }
+    /* Passed on as given: digits and at most a K, M or G, the form
+     * HP_MALLOC_PAGE_SIZE takes (parse_size alone would also take "2MiB"). */
     uint64_t ps = 0;
-    if (page_size && (parse_size(page_size, &ps) || ps > (UINT64_C(1) << 40) ||
+    const char *sfx = page_size ? page_size + strspn(page_size, "0123456789") : NULL;
+    if (page_size && ((*sfx && (sfx[1] || !strchr("kKmMgG", *sfx))) ||
+                      parse_size(page_size, &ps) || ps > (UINT64_C(1) << 40) ||
                       !hp_page_size_flag(ps))) {
         fprintf(stderr, "hpctl run: --page-size \"%s\" is not a power of two from 4K "
                         "(K/M/G suffix)\n", page_size);
@@ -230,12 +234,8 @@ int hpctl_run(int argc, char **argv)
         snprintf(v, sizeof(v), strcmp(backend, "fallback") ? "%s,fallback" : "%s", backend);
         setenv("HP_BACKENDS", v, 1);
     }
-    if (page_size) {
-        /* In KiB, the form HP_MALLOC_PAGE_SIZE takes whatever suffix was given. */
-        char v[32];
-        snprintf(v, sizeof(v), "%lluK", (unsigned long long)(ps >> 10));
-        setenv("HP_MALLOC_PAGE_SIZE", v, 1);
-    }
+    if (page_size)
+        setenv("HP_MALLOC_PAGE_SIZE", page_size, 1);
     if (pool)
         setenv("HP_MALLOC_POOL", "1", 1);
     if (stacks)
