@@ -924,6 +924,68 @@ static void backend_path_is_an_ordered_list(void **state)
     remove_dir(d.b);
 }
 
+struct builtins_first {
+    const char *list;      /* HP_BACKEND_PATH, the built-ins' directory first */
+    const char *plugins;   /* the other entry, holding m.so (fixture-good) */
+};
+
+static int child_builtins_first(void *arg)
+{
+    const struct builtins_first *t = arg;
+    static const char *const builtins[] = {"anon-orders", "fallback", "hugetlbfs", "thp-madvise"};
+    setenv("HP_BACKEND_PATH", t->list, 1);
+    setenv("HP_BACKEND_DIR", backend_dir, 1);
+    fprintf(stderr, "# HP_BACKEND_PATH=%s\n", t->list);
+    char good[700];
+    snprintf(good, sizeof(good), "%s/m.so", t->plugins);
+    struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        CHILD_CHECK(hp_backend_get((uint32_t)i, &bi) == HP_OK);
+        fprintf(stderr, "# %d %s %s: %s\n", i, bi.name, bi.path, bi.reason);
+        CHILD_CHECK(!strstr(bi.reason, "rejected"));  /* no reserved name, no duplicate */
+    }
+    /* The later entry's plugin first, then the built-ins, read once, from
+     * their own directory, in byte order of file name. */
+    CHILD_CHECK(index_of_path(good) == 0);
+    CHILD_CHECK(hp_backend_count() == 5);
+    for (int i = 0; i < 4; i++) {
+        char path[700];
+        snprintf(path, sizeof(path), "%s/%s.so", backend_dir, builtins[i]);
+        CHILD_CHECK(index_of_path(path) == i + 1 && count_path(path) == 1);
+        CHILD_CHECK(hp_backend_get((uint32_t)(i + 1), &bi) == HP_OK &&
+                    !strcmp(bi.name, builtins[i]));
+    }
+    void *p = hp_alloc(4096, 0);
+    CHILD_CHECK(p && backend_is(p, "fallback") && hp_free(p) == HP_OK);
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-good";
+    p = hp_alloc_ex(8192, &o);
+    CHILD_CHECK(p && backend_is(p, "fixture-good") && hp_free(p) == HP_OK);
+    return 0;
+}
+
+/* The built-ins' directory is always read last, as the built-ins', even
+ * when HP_BACKEND_PATH lists it first, by its own name or through a link
+ * (a directory is known by its device and inode): a plugin of a later
+ * entry comes before the built-ins, and no built-in is refused its name as
+ * a plugin outside the built-ins' directory would be. */
+static void builtins_dir_listed_first_is_read_last(void **state)
+{
+    (void)state;
+    char *plugins = make_dir(0755), *links = make_dir(0755);
+    copy_as(fixture_path("fx_good.so"), plugins, "m.so");
+    char link[700], list[2200];
+    snprintf(link, sizeof(link), "%s/builtins", links);
+    assert_int_equal(symlink(backend_dir, link), 0);
+    snprintf(list, sizeof(list), "%s:%s", backend_dir, plugins);
+    struct builtins_first t = {list, plugins};
+    assert_int_equal(run_in_child(child_builtins_first, &t), 0);
+    snprintf(list, sizeof(list), "%s:%s:%s", link, plugins, backend_dir);
+    assert_int_equal(run_in_child(child_builtins_first, &t), 0);
+    remove_dir(links);
+    remove_dir(plugins);
+}
+
 static int child_validation(void *dir)
 {
     setenv("HP_BACKEND_PATH", dir, 1);
@@ -1070,6 +1132,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(other_kind_probed_only_when_named),
         cmocka_unit_test(builtin_names_are_reserved),
         cmocka_unit_test(backend_path_is_an_ordered_list),
+        cmocka_unit_test(builtins_dir_listed_first_is_read_last),
         cmocka_unit_test(descriptors_are_validated_at_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
