@@ -482,6 +482,80 @@ static void shared_block_resized_after_fork_is_copied(void **state)
     in_fixture_dir(child_shared_fork);
 }
 
+/* HP_MAP_SHARED memory is another process's too: the core never caches it
+ * (hp/backend.h), not even when the mapping is also HP_MAP_CARVABLE with
+ * everything else the cache keeps (a page size above the base page,
+ * addr == map_addr, aligned: lib/cache.c, hp_cache_accepts). The same
+ * plugin without the shared flag is cached, first, so the test shows the
+ * cache on and the layout kept; the shared one goes to its unmap at once. */
+static int child_carvable_shared(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    unsetenv("FX_CARVABLE_SHARED_UNMAPS");
+    const uint64_t mib2 = UINT64_C(2) << 20;
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fixture-carvable-noremap";
+    char *p = hp_alloc_ex(2 * mib2, &o);
+    CHILD_CHECK(p && backend_is(p, "fixture-carvable-noremap") && hp_free(p) == HP_OK);
+    CHILD_CHECK(cached_bytes("fixture-carvable-noremap") == 2 * mib2);
+    CHILD_CHECK(hp_cache_trim() == HP_OK);
+
+    o.backend = "fixture-carvable-shared";
+    p = hp_alloc_ex(2 * mib2, &o);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(p && hp_info(p, &info) == HP_OK &&
+                !strcmp(info.backend, "fixture-carvable-shared") && info.page_size == mib2);
+    memset(p, 0x5a, 2 * mib2);
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    const char *unmaps = getenv("FX_CARVABLE_SHARED_UNMAPS");
+    fprintf(stderr, "# after hp_free: %llu bytes cached, %s unmap calls\n",
+            (unsigned long long)cached_bytes("fixture-carvable-shared"), unmaps ? unmaps : "no");
+    CHILD_CHECK(cached_bytes("fixture-carvable-shared") == 0);
+    CHILD_CHECK(unmaps && !strcmp(unmaps, "1"));
+    /* The next block is mapped afresh, never carved from the freed one. */
+    struct hp_cache_stats st = HP_CACHE_STATS_INIT;
+    CHILD_CHECK(hp_cache_get_stats(&st) == HP_OK && st.bytes == 0);
+    uint64_t hits = st.hits;
+    char *q = hp_alloc_ex(mib2, &o);
+    CHILD_CHECK(q && backend_is(q, "fixture-carvable-shared") && q[0] == 0);
+    CHILD_CHECK(hp_cache_get_stats(&st) == HP_OK && st.hits == hits);
+    CHILD_CHECK(hp_free(q) == HP_OK && cached_bytes("fixture-carvable-shared") == 0);
+    unmaps = getenv("FX_CARVABLE_SHARED_UNMAPS");
+    CHILD_CHECK(unmaps && !strcmp(unmaps, "2"));
+    return 0;
+}
+
+/* Stacks too (lib/stack_cache.c, hp_stack_cache_put): a destroyed stack
+ * of the plugin goes to its unmap, not to the stack cache. */
+static int child_carvable_shared_stack(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    setenv("HP_BACKENDS", "fixture-carvable-shared", 1);
+    unsetenv("FX_CARVABLE_SHARED_UNMAPS");
+    struct hp_stack_opts o = HP_STACK_OPTS_INIT;
+    o.flags = HP_STACK_HUGE;
+    struct hp_stack *s = hp_stack_create_ex(UINT64_C(2) << 20, &o);
+    struct hp_stack_info info = HP_STACK_INFO_INIT;
+    CHILD_CHECK(s && hp_stack_get_info(s, &info) == HP_OK &&
+                !strcmp(info.source, "fixture-carvable-shared"));
+    CHILD_CHECK(hp_stack_destroy(s) == HP_OK);
+    struct hp_stack_cache_stats st = HP_STACK_CACHE_STATS_INIT;
+    CHILD_CHECK(hp_stack_cache_get_stats(&st) == HP_OK);
+    const char *unmaps = getenv("FX_CARVABLE_SHARED_UNMAPS");
+    fprintf(stderr, "# after hp_stack_destroy: %llu stacks cached, %s unmap calls\n",
+            (unsigned long long)st.cached_stacks, unmaps ? unmaps : "no");
+    CHILD_CHECK(st.max_stacks > 0 && st.cached_stacks == 0);
+    CHILD_CHECK(unmaps && !strcmp(unmaps, "1"));
+    return 0;
+}
+
+static void shared_carvable_plugin_is_never_cached(void **state)
+{
+    (void)state;
+    in_fixture_dir(child_carvable_shared);
+    in_fixture_dir(child_carvable_shared_stack);
+}
+
 static int child_hostile(void *dir)
 {
     setenv("HP_BACKEND_PATH", dir, 1);
@@ -1123,6 +1197,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(named_block_never_migrates),
         cmocka_unit_test(hp_backends_alone_pins_the_block),
         cmocka_unit_test(shared_block_resized_after_fork_is_copied),
+        cmocka_unit_test(shared_carvable_plugin_is_never_cached),
         cmocka_unit_test(builtin_fallback_without_plugins),
         cmocka_unit_test(world_writable_directory_is_refused),
         cmocka_unit_test(others_writable_plugin_is_refused),
