@@ -6,13 +6,16 @@
  * expand hugetlb mappings; and when the pool runs dry mid-growth the block
  * either moves whole to another backend (one copy) or, with
  * HP_F_REQUIRE_HUGE, the call fails and the block is untouched. No mappings,
- * pool pages or reservations are left behind.
+ * pool pages or reservations are left behind. A pool block that existed at
+ * a fork grows by copy, so neither process loses its pages; the anonymous
+ * backends grow by mremap, the old pages staying the same physical pages.
  */
 #include "rt.h"
 
 #include "os.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -309,16 +312,37 @@ static void fork_before_remap(void)
     atomic_store(&race_forked_first, atomic_load(&race_child) > 0);
 }
 
+/* Free 2 MiB pool pages nobody holds a reservation on. While a fork child
+ * still maps the pages of a private hugetlb mapping that its owner has
+ * unmapped, resv_hugepages reads as a negative count wrapped to unsigned
+ * (measured on Linux 6.18: -2 after unmapping 2 such pages, 0 again when
+ * the child exits), which pool_get clamps to LONG_MAX: no reservation then. */
+static long pool_unreserved(void)
+{
+    long rsvd = pool_get(2048, "resv_hugepages");
+    return pool_get(2048, "free_hugepages") - (rsvd == LONG_MAX ? 0 : rsvd);
+}
+
+/* Take the 2 MiB pool down to exactly left free pages (not reserved, not in
+ * use). *drain is the block that took the rest (NULL if nothing was taken).
+ * 0, or -1 if the pool had fewer than left or could not be taken. */
+static int drain_pool_to(unsigned char **drain, long left)
+{
+    long free_now = pool_unreserved();
+    if (free_now < left)
+        return -1;
+    *drain = free_now > left ? rt_alloc("hugetlbfs", (uint64_t)(free_now - left) * 2 * MIB,
+                                        HP_F_PAGE_2M | HP_F_NOZERO) : NULL;
+    if (free_now > left && !*drain)
+        return -1;
+    return pool_unreserved() == left ? 0 : -1;
+}
+
 /* Empty the 2 MiB pool: every page is reserved or in use afterwards. *drain
  * is the block that took what was free (NULL if nothing was). 0 or -1. */
 static int drain_pool(unsigned char **drain)
 {
-    long left = pool_get(2048, "free_hugepages") - pool_get(2048, "resv_hugepages");
-    *drain = left > 0 ? rt_alloc("hugetlbfs", (uint64_t)left * 2 * MIB,
-                                 HP_F_PAGE_2M | HP_F_NOZERO) : NULL;
-    if (left > 0 && !*drain)
-        return -1;
-    return pool_get(2048, "free_hugepages") == pool_get(2048, "resv_hugepages") ? 0 : -1;
+    return drain_pool_to(drain, 0);
 }
 
 static int grow_across_fork(void *arg)
@@ -371,6 +395,104 @@ static void fork_during_growth_leaves_a_writable_block(void **state)
         fprintf(stderr, "# the parent hung writing its block (killed after 20 s)\n");
     RT_CHECK(st == 0, "the process that grew its block across a fork exited with %d", st);
     rt_expect_clean(before, "fork during growth");
+}
+
+/* A pool block that existed at a fork grows by copy, never by moving or
+ * extending its own mapping (README, "Fork and hugetlb"; lib/select.c,
+ * hp_realloc_plan). Its pages are shared with the child, and the pool
+ * reservations stay with the parent (Documentation/mm/hugetlbfs_reserv.rst):
+ * once the pool is empty, the parent's write to pages it moved loops in the
+ * kernel or gets SIGBUS (mm/hugetlb.c hugetlb_wp -> unmap_ref_private looks
+ * for the child's copy at the new address), and its write to pages it kept
+ * in place takes them away from the child, whose next read is SIGBUS. Here
+ * the fork comes first and the growth after it, with no other thread.
+ * arg NULL: the pool is empty before the growth, which copies out of the
+ * pool or fails with the block unchanged. Else the pool keeps the 4 pages a
+ * growth to 8 MiB could use in place or by a move, and is emptied after it.
+ * Then the parent writes every page of its block, and the child, which kept
+ * the old block mapped throughout, reads and writes its own copy. */
+static int grow_after_fork(void *arg)
+{
+    signal(SIGALRM, SIG_DFL);
+    alarm(20);  /* a write that loops in the kernel ends the test as a failure */
+    unsigned char *a = hp_alloc(4 * MIB, HP_F_PAGE_2M);
+    CHILD_CHECK(a != NULL);
+    CHILD_CHECK(!strcmp(rt_info(a).backend, "hugetlbfs") && hugetlb_kb(a, 4 * MIB) == 4096);
+    rt_stamp(a, 0, 4 * MIB, 51);
+    int fds[2];
+    CHILD_CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHILD_CHECK(pid >= 0);
+    if (pid == 0) {
+        /* Holds the old block until the parent is done or gone; then its
+         * copy must still be there, readable and writable. */
+        char ch;
+        close(fds[1]);
+        signal(SIGBUS, SIG_DFL);
+        alarm(30);
+        while (read(fds[0], &ch, 1) < 0)
+            ;
+        if (rt_check(a, 4 * MIB, 51) != 0)
+            _exit(2);
+        rt_stamp(a, 0, 4 * MIB, 53);
+        _exit(rt_check(a, 4 * MIB, 53) == 0 ? 0 : 3);
+    }
+    close(fds[0]);
+    unsigned char *drain, *rest = NULL;
+    CHILD_CHECK(drain_pool_to(&drain, arg ? 4 : 0) == 0);
+    unsigned char *q = hp_realloc(a, 8 * MIB, 0);
+    int32_t err = hp_last_error();
+    CHILD_CHECK(drain_pool(&rest) == 0);
+    if (q) {
+        struct hp_block_info info = rt_info(q);
+        fprintf(stderr, "# grown after the fork (pool %s): %s at %s address, %llu kB pages, "
+                "%ld kB hugetlb; pool empty, writing every page\n",
+                arg ? "with room" : "empty", info.backend, q == a ? "the same" : "a new",
+                (unsigned long long)(info.page_size >> 10), hugetlb_kb(q, 8 * MIB));
+        CHILD_CHECK(info.usable_size >= 8 * MIB);
+        CHILD_CHECK(rt_check(q, 4 * MIB, 51) == 0);
+        rt_stamp(q, 0, 8 * MIB, 52);
+        CHILD_CHECK(rt_check(q, 8 * MIB, 52) == 0);
+        CHILD_CHECK(hp_free(q) == HP_OK);
+    } else {
+        /* Failed cleanly: the block is the caller's, as it was. Writing it
+         * now would be the caller's own write under the kernel rule (it
+         * takes the pages from the child), so it is only read and freed. */
+        fprintf(stderr, "# growth after the fork failed (%s: %s)\n", hp_error_name(err),
+                hp_last_error_detail());
+        CHILD_CHECK(err != HP_OK);
+        struct hp_block_info info = rt_info(a);
+        CHILD_CHECK(!strcmp(info.backend, "hugetlbfs") && info.usable_size == 4 * MIB);
+        CHILD_CHECK(rt_check(a, 4 * MIB, 51) == 0);
+        CHILD_CHECK(hp_free(a) == HP_OK);
+    }
+    close(fds[1]);
+    int st = 0;
+    CHILD_CHECK(waitpid(pid, &st, 0) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fprintf(stderr, "# the fork child lost its copy of the block (status %d)\n", st);
+    CHILD_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHILD_CHECK(!drain || hp_free(drain) == HP_OK);
+    CHILD_CHECK(!rest || hp_free(rest) == HP_OK);
+    return 0;
+}
+
+static void growth_after_fork_copies_pool_pages(void **state)
+{
+    (void)state;
+    if (!rt_available("hugetlbfs"))
+        skip();
+    rt_cache(0, 0);
+    struct rt_snapshot before = rt_snap();
+    for (int room = 0; room < 2; room++) {
+        int st = run_in_child(grow_after_fork, room ? &room : NULL);
+        if (st == 128 + SIGALRM)
+            fprintf(stderr, "# the parent hung writing its block (killed after 20 s)\n");
+        RT_CHECK(st == 0, "the process that grew its block after a fork (pool %s) exited "
+                 "with %d", room ? "with room" : "empty", st);
+    }
+    rt_expect_clean(before, "growth after fork");
 }
 
 /* The cache carves blocks out of one freed mapping. If two live blocks
@@ -460,6 +582,96 @@ static void growth_of_a_carved_block_spares_its_neighbour(void **state)
                  adopt ? "growth" : "allocation", st);
     }
     rt_expect_clean(before, "growth of a carved block");
+}
+
+/* The physical page under addr (/proc/self/pagemap: bits 0-54 when bit 63,
+ * present, is set; Documentation/admin-guide/mm/pagemap.rst). 0 if not
+ * present or not visible (the PFN needs CAP_SYS_ADMIN). */
+static uint64_t pfn_of(const void *addr)
+{
+    FILE *f = fopen("/proc/self/pagemap", "re");
+    uint64_t e = 0;
+    if (!f)
+        return 0;
+    if (fseek(f, (long)((uintptr_t)addr / 4096 * 8), SEEK_SET) != 0 || fread(&e, 8, 1, f) != 1)
+        e = 0;
+    fclose(f);
+    return e >> 63 ? e & ((UINT64_C(1) << 55) - 1) : 0;
+}
+
+#define PFN_SAMPLES 64
+
+/* PFNs at PFN_SAMPLES offsets spread over [0, len) of p. */
+static void pfns(const unsigned char *p, uint64_t len, uint64_t out[PFN_SAMPLES])
+{
+    for (unsigned i = 0; i < PFN_SAMPLES; i++)
+        out[i] = pfn_of(p + len / PFN_SAMPLES * i / 4096 * 4096);
+}
+
+/* README: hp_realloc grows a block through its backend's remap, which
+ * moves page tables, never bytes. A block named to each anonymous backend
+ * (so pinned: a base-page block is never promoted) grows 3 times, every
+ * time past all the address space it has (hp_info mapped_size), so that no
+ * growth can be served by committing reserved headroom (mprotect): each
+ * must call mremap (HP_OS_REMAP), keep the contents, and leave the same
+ * physical pages under the old part (/proc/self/pagemap), where a copy
+ * would have written new ones. */
+static void growth_moves_page_tables_not_bytes(void **state)
+{
+    (void)state;
+    if (!rt_available("thp-madvise"))
+        skip();
+    rt_cache(0, 0);  /* no cached range to adopt: every growth is the backend's */
+    struct rt_snapshot before = rt_snap();
+    const char *backends[] = {"thp-madvise", "anon-orders", "fallback"};
+    for (unsigned k = 0; k < sizeof(backends) / sizeof(*backends); k++) {
+        if (!rt_available(backends[k])) {
+            fprintf(stderr, "# %s unavailable here: not checked\n", backends[k]);
+            continue;
+        }
+        uint64_t size = 4 * MIB;
+        unsigned char *p = rt_alloc(backends[k], size, 0);
+        RT_CHECK(p != NULL, "%s: alloc", backends[k]);
+        rt_stamp(p, 0, size, 61);
+        unsigned moved = 0, pfn_seen = 0;
+        for (int i = 0; i < 3; i++) {
+            struct hp_block_info info = rt_info(p);
+            uint64_t n = info.mapped_size + 2 * MIB + 12 * KIB;
+            uint64_t old_pfn[PFN_SAMPLES], new_pfn[PFN_SAMPLES];
+            pfns(p, size, old_pfn);
+            uint64_t remaps0 = hp_os_calls(HP_OS_REMAP);
+            unsigned char *q = hp_realloc(p, n, 0);
+            RT_CHECK(q != NULL, "%s: growth %d to %llu", backends[k], i, (unsigned long long)n);
+            uint64_t calls = hp_os_calls(HP_OS_REMAP) - remaps0;
+            RT_CHECK(calls > 0, "%s: growth %d from %llu to %llu (mapped %llu) made no mremap",
+                     backends[k], i, (unsigned long long)size, (unsigned long long)n,
+                     (unsigned long long)info.mapped_size);
+            RT_CHECK(!strcmp(rt_info(q).backend, backends[k]), "%s: growth %d moved to %s",
+                     backends[k], i, rt_info(q).backend);
+            RT_CHECK(rt_check(q, size, 61) == 0, "%s: growth %d lost contents at %llu",
+                     backends[k], i, (unsigned long long)(rt_check(q, size, 61) - 1));
+            pfns(q, size, new_pfn);
+            for (unsigned j = 0; j < PFN_SAMPLES; j++) {
+                if (!old_pfn[j])
+                    continue;  /* not visible: no PFNs without CAP_SYS_ADMIN */
+                pfn_seen++;
+                RT_CHECK(new_pfn[j] == old_pfn[j], "%s: growth %d put offset %llu on "
+                         "another page (pfn %#llx, was %#llx): bytes were copied",
+                         backends[k], i, (unsigned long long)(size / PFN_SAMPLES * j),
+                         (unsigned long long)new_pfn[j], (unsigned long long)old_pfn[j]);
+            }
+            moved += q != p;
+            rt_stamp(q, size, n, 61);
+            p = q;
+            size = n;
+        }
+        struct hp_block_info info = rt_info(p);
+        print_message("# %s: 3 growths to %llu MiB, %u moves, %llu kB pages, %u page "
+                      "identities checked\n", backends[k], (unsigned long long)(size >> 20),
+                      moved, (unsigned long long)(info.page_size >> 10), pfn_seen);
+        RT_CHECK(hp_free(p) == HP_OK, "free");
+    }
+    rt_expect_clean(before, "growth by remap");
 }
 
 /* hp_free undoes the caller's mprotect and madvise(MADV_DONTFORK) on the
@@ -660,7 +872,9 @@ int main(void)
         cmocka_unit_test(cached_pool_pages_come_back),
         cmocka_unit_test(fork_child_drops_cached_hugetlb),
         cmocka_unit_test(fork_during_growth_leaves_a_writable_block),
+        cmocka_unit_test(growth_after_fork_copies_pool_pages),
         cmocka_unit_test(growth_of_a_carved_block_spares_its_neighbour),
+        cmocka_unit_test(growth_moves_page_tables_not_bytes),
         cmocka_unit_test(freed_block_forgets_protection_and_fork_flag),
         cmocka_unit_test(failed_split_or_renew_loses_nothing),
         cmocka_unit_test(nopool_blocks_are_writable_after_fork_with_pool_empty),
