@@ -100,12 +100,72 @@ static void t_errno_and_overflow(void **state)
     free(NULL);
     assert_int_equal(malloc_usable_size(NULL), 0);
 
-    /* errno survives a successful call and free(). */
+    /* errno survives a successful call and free(): a libhp block, */
     errno = 1234;
     void *q = malloc(10 * MiB);
     assert_non_null(q);
+    q = realloc(q, 20 * MiB);  /* hp_realloc */
+    assert_non_null(q);
+    assert_int_equal(errno, 1234);
     free(q);
     assert_int_equal(errno, 1234);
+}
+
+/* docs/malloc.md, "Errors": a successful call and free never change errno.
+ * Small requests are served by mimalloc in libhp's arenas; errno is checked
+ * after every call, so the one that changed it is named. */
+static void t_errno_kept_by_arena_calls(void **state)
+{
+    (void)state;
+    const int sentinel = 12345;
+    errno = sentinel;
+    char *m = malloc(24);
+    assert_non_null(m);
+    assert_int_equal(errno, sentinel);
+    char *c = calloc(3, 8);
+    assert_non_null(c);
+    assert_int_equal(errno, sentinel);
+    m = realloc(m, 100);
+    assert_non_null(m);
+    assert_int_equal(errno, sentinel);
+    m = realloc(m, 5000);
+    assert_non_null(m);
+    assert_int_equal(errno, sentinel);
+    void *a = aligned_alloc(64, 64);
+    assert_non_null(a);
+    assert_int_equal((uintptr_t)a % 64, 0);
+    assert_int_equal(errno, sentinel);
+    void *pm = NULL;
+    assert_int_equal(posix_memalign(&pm, 256, 300), 0);
+    assert_int_equal(errno, sentinel);
+    assert_true(malloc_usable_size(m) >= 5000);
+    assert_true(malloc_usable_size(c) >= 24);
+    assert_int_equal(errno, sentinel);
+    free(m);
+    assert_int_equal(errno, sentinel);
+    free(c);
+    assert_int_equal(errno, sentinel);
+    free(a);
+    assert_int_equal(errno, sentinel);
+    free(pm);
+    assert_int_equal(errno, sentinel);
+}
+
+/* The first malloc of a process initialises libhp-malloc and libhp
+ * (options, the first arena, the plugins, the probes) on the way, and must
+ * keep errno all the same. Run as the first thing of a fresh exec. */
+static int errno_child(void)
+{
+    errno = 12345;
+    void *p = malloc(24);
+    int after = errno;
+    if (!p || after != 12345) {
+        fprintf(stderr, "# the first malloc returned %p and left errno %d (%s)\n", p, after,
+                strerror(after));
+        return 1;
+    }
+    free(p);
+    return errno == 12345 ? 0 : 2;
 }
 
 static void t_aligned(void **state)
@@ -400,6 +460,13 @@ static int exec_self(const char *mode, const char *arg, const char *pool)
     return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
 
+/* A fresh exec, so that its first malloc is the one that initialises. */
+static void t_errno_kept_by_the_first_malloc(void **state)
+{
+    (void)state;
+    assert_int_equal(exec_self("errno-child", NULL, NULL), 0);
+}
+
 /* The child runs in a fresh exec, not in a fork of this process, so its
  * address-space limit counts its own mappings only. */
 static void t_oom(void **state)
@@ -624,6 +691,8 @@ int main(int argc, char **argv)
         printf("1..0 # SKIP valgrind replaces malloc itself\n");
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "errno-child"))
+        return errno_child();
     if (argc > 1 && !strcmp(argv[1], "drain-child"))
         return drain_child();
     if (argc > 1 && !strcmp(argv[1], "oom-child"))
@@ -641,6 +710,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_preloaded),
         cmocka_unit_test(t_errno_and_overflow),
+        cmocka_unit_test(t_errno_kept_by_arena_calls),
+        cmocka_unit_test(t_errno_kept_by_the_first_malloc),
         cmocka_unit_test(t_aligned),
         cmocka_unit_test(t_calloc_zero),
         cmocka_unit_test(t_large_blocks),
