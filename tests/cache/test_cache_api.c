@@ -2,7 +2,7 @@
  * The public cache API (hp/cache.h) with the default cache: stats per
  * backend and page size, trim, configure and its errors, the release thread
  * (exists only while the cache holds memory, restarts in a child, never
- * delays exit); and two promises of hp/alloc.h the registry keeps: hp_info
+ * delays exit, blocks every signal); and two promises of hp/alloc.h the registry keeps: hp_info
  * describes a live block while another thread resizes it in place, and a
  * double free is reported within the bound docs/robustness.md states.
  * Memory is verified from /proc (VmRSS), not assumed.
@@ -11,6 +11,7 @@
 
 #include "support.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -215,6 +217,136 @@ static void exit_is_not_delayed(void **state)
     close(ready[0]);
 }
 
+/* ---- the release thread's signal mask ---- */
+
+static volatile sig_atomic_t usr1_tid;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    usr1_tid = (sig_atomic_t)syscall(SYS_gettid);
+}
+
+/* SigBlk of a thread of this process, from /proc/self/task/TID/status
+ * (tid 0: the calling thread); 0 with *ok = 0 if unreadable. */
+static uint64_t sigblk(pid_t tid, int *ok)
+{
+    char path[64], line[256];
+    if (tid)
+        snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+    else
+        snprintf(path, sizeof(path), "/proc/thread-self/status");
+    FILE *f = fopen(path, "re");
+    uint64_t mask = 0;
+    *ok = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (!strncmp(line, "SigBlk:", 7)) {
+            mask = strtoull(line + 7, NULL, 16);
+            *ok = 1;
+        }
+    if (f)
+        fclose(f);
+    return mask;
+}
+
+/* Body of release_thread_blocks_all_signals, in a child: a fresh cache
+ * and no thread but the calling one. 77 when there is no THP. */
+static int release_thread_mask(void *arg)
+{
+    (void)arg;
+    int ok;
+    pid_t me = (pid_t)syscall(SYS_gettid);
+    /* The most a thread can block: the kernel never blocks SIGKILL and
+     * SIGSTOP (kernel/signal.c sigprocmask), glibc keeps its own two
+     * (SIGCANCEL, SIGSETXID) out of every mask it sets. */
+    sigset_t all, old;
+    sigfillset(&all);
+    CHILD_CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0);
+    uint64_t full = sigblk(0, &ok);
+    CHILD_CHECK(ok && pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    uint64_t normal = sigblk(0, &ok);
+    CHILD_CHECK(ok && normal != full);
+    uint64_t never = (UINT64_C(1) << (SIGKILL - 1)) | (UINT64_C(1) << (SIGSTOP - 1)) |
+                     (UINT64_C(1) << 31) | (UINT64_C(1) << 32);
+    CHILD_CHECK((full | never) == UINT64_MAX);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    CHILD_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+    /* A freed THP block goes into the cache, which starts the thread; this
+     * thread blocks nothing while it does. */
+    struct hp_cache_stats st = HP_CACHE_STATS_INIT;
+    CHILD_CHECK(hp_cache_get_stats(&st) == HP_OK && !st.reaper_running);
+    unsigned char *p = thp_block(4 * MiB);
+    if (!p)
+        return 77;
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    CHILD_CHECK(hp_cache_get_stats(&st) == HP_OK && st.reaper_running && st.bytes >= 4 * MiB);
+    DIR *d = opendir("/proc/self/task");
+    CHILD_CHECK(d != NULL);
+    unsigned others = 0, bad = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid <= 0 || tid == me)
+            continue;
+        uint64_t m = sigblk(tid, &ok);
+        others++;
+        if (!ok || (m & full) != full) {
+            fprintf(stderr, "# thread %d blocks %016llx, not every signal (%016llx)\n",
+                    (int)tid, (unsigned long long)m, (unsigned long long)full);
+            bad++;
+        }
+    }
+    closedir(d);
+    fprintf(stderr, "# %u thread(s) besides the caller; a thread blocking all it can: "
+            "%016llx, the caller: %016llx\n", others, (unsigned long long)full,
+            (unsigned long long)normal);
+    CHILD_CHECK(others >= 1 && bad == 0);
+    /* A process-directed signal that this thread holds back stays pending
+     * for the process: a thread that does not block it would take it. */
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    CHILD_CHECK(pthread_sigmask(SIG_BLOCK, &usr1, NULL) == 0);
+    CHILD_CHECK(kill(getpid(), SIGUSR1) == 0);
+    sleep_ms(100);
+    sig_atomic_t early = usr1_tid;
+    CHILD_CHECK(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL) == 0);
+    if (early)
+        fprintf(stderr, "# SIGUSR1 ran its handler on thread %d while the caller %d held it "
+                "back\n", (int)early, (int)me);
+    CHILD_CHECK(early == 0 && usr1_tid == me);
+    return 0;
+}
+
+/* README, "Cache": the release thread blocks all signals, so the process's
+ * handlers never run on it. */
+static void release_thread_blocks_all_signals(void **state)
+{
+    (void)state;
+    if (getenv("HPTEST_VALGRIND")) {
+        /* The masks /proc shows are valgrind's own: it keeps the client's
+         * in its thread state and routes every signal itself. */
+        print_message("# SKIP: under valgrind the kernel sees valgrind's signal masks\n");
+        skip();
+    }
+#if defined(__SANITIZE_THREAD__)
+    /* As in exit_is_not_delayed: a release thread started after fork is
+     * beyond TSan, which also holds signals back to deliver them itself. */
+    print_message("# SKIP: a release thread started after fork is beyond TSan\n");
+    skip();
+#endif
+    int rc = run_in_child(release_thread_mask, NULL);
+    if (rc == 77) {
+        print_message("# SKIP: no THP here (thp-madvise unavailable), so no block to cache "
+                      "and no release thread\n");
+        skip();
+    }
+    assert_int_equal(rc, 0);
+}
+
 /* ---- hp_info during in-place resizes ---- */
 
 static void *_Atomic shared_block;
@@ -324,6 +456,7 @@ int main(void)
         cmocka_unit_test(configure_validates_and_applies),
         cmocka_unit_test(child_starts_empty_and_restarts_the_thread),
         cmocka_unit_test(exit_is_not_delayed),
+        cmocka_unit_test(release_thread_blocks_all_signals),
         cmocka_unit_test(info_right_while_resized_in_place),
         cmocka_unit_test(double_free_reported_within_bound),
     };
