@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +11,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#ifdef __SANITIZE_THREAD__
-/* The TSan runtime's dynamic annotation (tsan_interface_ann.cpp). */
-void AnnotateNewMemory(const char *file, int line, const volatile void *mem, size_t size);
-#endif
 
 #if defined(__has_include)
 #if __has_include(<valgrind/memcheck.h>)
@@ -100,27 +96,86 @@ int hp_os_unmap(void *addr, size_t len)
     return munmap(addr, len) == 0 ? 0 : -errno;
 }
 
+#ifdef __SANITIZE_THREAD__
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4  /* Linux 5.7: the old range stays mapped */
+#endif
+/* ThreadSanitizer intercepts mmap and munmap, not mremap. Its munmap
+ * clears the shadow and the sync objects (mutexes) of the range
+ * (UnmapShadow in the TSan runtime); a range that mremap vacated keeps
+ * them, and the next block that arrives there by mremap, another thread's,
+ * is reported as racing with accesses to memory that is long gone. So the
+ * vacated range is mapped and unmapped again through the intercepted calls.
+ * MAP_FIXED_NOREPLACE fails where another thread mapped meanwhile (its mmap
+ * cleared the shadow it took); the rest is tried in halves. */
+static void tsan_forget(void *addr, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    void *p = mmap(addr, len, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != MAP_FAILED) {
+        munmap(p, len);
+        return;
+    }
+    if (errno != EEXIST || len <= page)
+        return;
+    size_t half = len / 2 / page * page;
+    tsan_forget(addr, half);
+    tsan_forget((char *)addr + half, len - half);
+}
+
+/* Another thread's mremap, which TSan does not see either, could move a
+ * block into the vacated range before it is cleared (an mmap there would
+ * clear it), so remaps are serialised until it is. The lock is relaxed
+ * atomics, which TSan does not count as synchronisation:
+ * it adds no happens-before edge that could hide a real race. The word
+ * holds the holder's pid: after fork, a lock that a thread of the parent
+ * held is free in the child. */
+static _Atomic pid_t remap_holder;
+
+static void remap_lock(void)
+{
+    pid_t me = getpid();
+    for (;;) {
+        pid_t cur = 0;
+        if (atomic_compare_exchange_weak_explicit(&remap_holder, &cur, me, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return;
+        if (cur != me && atomic_compare_exchange_weak_explicit(&remap_holder, &cur, me,
+                                                               memory_order_relaxed,
+                                                               memory_order_relaxed))
+            return;
+        sched_yield();
+    }
+}
+
+static void remap_unlock(void)
+{
+    atomic_store_explicit(&remap_holder, 0, memory_order_relaxed);
+}
+#endif
+
 int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
                 void **out)
 {
     int rc = injected(HP_OS_REMAP);
     if (rc)
         return rc;
+#ifdef __SANITIZE_THREAD__
+    remap_lock();
     void *p = mremap(old_addr, old_len, new_len, flags, new_addr);
+    int err = errno;
+    if (p != MAP_FAILED && p != old_addr && !(flags & MREMAP_DONTUNMAP))
+        tsan_forget(old_addr, old_len);
+    else if (p != MAP_FAILED && new_len < old_len)
+        tsan_forget((char *)old_addr + new_len, old_len - new_len);
+    remap_unlock();
+    errno = err;
+#else
+    void *p = mremap(old_addr, old_len, new_len, flags, new_addr);
+#endif
     if (p == MAP_FAILED)
         return -errno;
-#ifdef __SANITIZE_THREAD__
-    /* ThreadSanitizer intercepts mmap and munmap, not mremap, so tell it
-     * what they would have: the range the pages left is unmapped (else its
-     * shadow keeps this block's accesses, and the next mapping there,
-     * another thread's, is reported as racing with them) and the range
-     * they moved or grew into is new memory. */
-    if (p != old_addr)
-        AnnotateNewMemory(__FILE__, __LINE__, old_addr, old_len);
-    else if (new_len < old_len)
-        AnnotateNewMemory(__FILE__, __LINE__, (char *)old_addr + new_len, old_len - new_len);
-    AnnotateNewMemory(__FILE__, __LINE__, p, new_len);
-#endif
 #ifdef HP_HAVE_MEMCHECK_H
     /* memcheck (valgrind 3.19) leaves the grown part of a growing
      * mremap(MREMAP_FIXED) inaccessible in its shadow, so every later use
