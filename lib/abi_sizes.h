@@ -5,7 +5,8 @@
  * that release passes exactly this size, and these numbers never change
  * when a field is added. x86-64 and every LP64 target; pinned against the
  * structs by the assertions below and against abi/layout.txt by
- * tests/abi/test_sizes.c.
+ * tests/abi/test_layout.c; tests/abi/test_sizes.c calls every function
+ * with them.
  */
 #ifndef HP_LIB_ABI_SIZES_H
 #define HP_LIB_ABI_SIZES_H

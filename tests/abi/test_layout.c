@@ -7,6 +7,8 @@
 #include <hp.h>
 #include <hp/backend.h>
 
+#include "abi_sizes.h"
+
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,6 +103,13 @@ static const struct pin pins[] = {
     VAL(HP_F_PAGE_2M), VAL(HP_F_PAGE_1G), VAL(HP_MAX_PAGE_SIZES), VAL(HP_VERSION_MAJOR),
     VAL(HP_BACKEND_ABI_VERSION), VAL(HP_PAGE_GUARANTEED), VAL(HP_PAGE_ADVISED),
     VAL(HP_CAPS_REPROBE), VAL(HP_MAP_CARVABLE), VAL(HP_MAP_SHARED), VAL(HP_MAP_POOL),
+    /* The smallest size each function accepts: what the release that
+     * introduced the struct passes (lib/abi_sizes.h). Raising one turns
+     * that release's callers away with HP_EINVAL. */
+    VAL(HP_ALLOC_OPTS_SIZE_V1_0), VAL(HP_BLOCK_INFO_SIZE_V1_0), VAL(HP_BACKEND_INFO_SIZE_V1_0),
+    VAL(HP_STACK_OPTS_SIZE_V1_0), VAL(HP_STACK_INFO_SIZE_V1_0),
+    VAL(HP_STACK_CACHE_CONFIG_SIZE_V1_0), VAL(HP_STACK_CACHE_STATS_SIZE_V1_0),
+    VAL(HP_CACHE_CONFIG_SIZE_V1_1), VAL(HP_CACHE_STATS_SIZE_V1_1), VAL(HP_BLOCK_INFO_SIZE_V1_1),
 };
 
 #define NPINS (sizeof(pins) / sizeof(*pins))
