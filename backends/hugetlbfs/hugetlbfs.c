@@ -67,10 +67,16 @@ static int read_pool(uint64_t page_size, struct pool *p)
 }
 
 /* Pages a new mapping can still reserve: free ones not yet promised to
- * someone, plus what overcommit may add as surplus. */
+ * someone, plus what overcommit may add as surplus. resv_hugepages can
+ * read below zero (a huge unsigned value): on Linux 6.18, while a fork
+ * child still maps pages of a private mapping its parent unmapped, until
+ * the child unmaps them. More reserved pages than the pool has is that
+ * wrap, not a promise: it counts as none (mmap still reserves, or fails
+ * with ENOMEM, so a wrong guess costs a fallback, never a SIGBUS). */
 static uint64_t reservable(const struct pool *p)
 {
-    uint64_t free_now = p->free > p->rsvd ? p->free - p->rsvd : 0;
+    uint64_t rsvd = p->rsvd > p->total ? 0 : p->rsvd;  /* nr_hugepages counts surplus too */
+    uint64_t free_now = p->free > rsvd ? p->free - rsvd : 0;
     uint64_t extra = p->overcommit > p->surplus ? p->overcommit - p->surplus : 0;
     return extra > UINT64_MAX - 1 - free_now ? UINT64_MAX - 1 : free_now + extra;  /* never "unpooled" */
 }

@@ -60,6 +60,10 @@ static const struct sysfs_case cases[] = {
     {"missing resv_hugepages", {{HUGE_DIR "resv_hugepages", REMOVE, 0}}, "hugetlbfs", 0, NULL},
     {"reserved above free", {{HUGE_DIR "free_hugepages", "1\n", 0}, {HUGE_DIR "resv_hugepages", "9\n", 0}},
      "hugetlbfs", -1, NULL},
+    /* Linux 6.18: while a fork child still maps pages of a private
+     * mapping the parent unmapped, resv_hugepages reads below zero. */
+    {"reserved wrapped below zero", {{HUGE_DIR "resv_hugepages", "18446744073709551615\n", 0}},
+     "hugetlbfs", 1, "4/4 free"},
     {"overcommit at UINT64_MAX", {{HUGE_DIR "nr_overcommit_hugepages", "18446744073709551615\n", 0}},
      "hugetlbfs", -1, NULL},
     {"empty pool dir", {{"sys/kernel/mm/hugepages/hugepages-2048kB", REMOVE, 0},
