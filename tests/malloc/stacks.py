@@ -15,13 +15,21 @@
   (libhp's stack cache counters);
 - fork from a threaded program (from a thread on a libhp stack, and from
   the main thread) and exec in the child;
-- an invalid HP_STACKS: one warning, the program runs on glibc's stacks.
+- an invalid HP_STACKS: one warning, the program runs on glibc's stacks;
+- huge without THP (the program runs with PR_SET_THP_DISABLE) while the
+  hugetlb pool has free pages: the stacks stay off the pool (lean) unless
+  --pool allows it, since a thread that forks writes its stack in the
+  child at once. Reserves a small pool under the machine-wide knob lock
+  and puts it back.
 
 THP must be able to serve for the huge case (enabled = always or madvise);
 otherwise that part skips and says why. TAP output.
 """
+import ctypes
+import fcntl
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -29,14 +37,65 @@ from real_programs import Tap
 
 THREADS = 16
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+FREE = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+LOCK = "/run/lock/libhp-knobs.lock" if os.access("/run/lock", os.W_OK) else "/tmp/libhp-knobs.lock"
+PR_SET_THP_DISABLE = 41
 
 
-def run(argv, env=None):
+def run(argv, env=None, no_thp=False):
     e = dict(os.environ)
     e.pop("HP_STACKS", None)
     if env:
         e.update(env)
-    return subprocess.run(argv, env=e, capture_output=True, timeout=120)
+    pre = None
+    if no_thp:  # inherited across exec (prctl(2)): libhp sees no THP at all
+        libc = ctypes.CDLL(None, use_errno=True)
+        pre = lambda: libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)  # noqa: E731
+    return subprocess.run(argv, env=e, capture_output=True, timeout=120, preexec_fn=pre)
+
+
+def huge_without_thp(tap, hp, prog):
+    """HP_STACKS=huge with THP disabled and pool pages free: lean stacks,
+    or pool stacks only under --pool."""
+    name = "huge without THP"
+    if os.geteuid() != 0 or not os.path.exists(POOL):
+        tap.skip(name, "needs root and a 2 MiB hugetlb pool")
+        return
+    with open(LOCK, "a") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        saved = open(POOL).read().strip()
+
+        def restore(*_):
+            with open(POOL, "w") as f:
+                f.write(saved)
+            if _:
+                sys.exit(1)
+        old = [signal.signal(sig, restore) for sig in (signal.SIGTERM, signal.SIGINT)]
+        try:
+            with open(POOL, "w") as f:  # 64 free pages: room for every stack
+                f.write(str(int(saved) - int(open(FREE).read()) + 64))
+            if int(open(FREE).read()) < THREADS:
+                tap.skip(name, f"the pool did not grow: {open(FREE).read().strip()} pages free")
+                return
+            for pool in (False, True):
+                argv = hp + (["--pool"] if pool else []) + ["--stacks", "huge", "--", prog,
+                                                           "stacks", str(THREADS)]
+                r = run(argv, no_thp=True)
+                f = fields(r.stdout)
+                made = r.returncode == 0 and f.get("hp_stacks", 0) >= THREADS
+                if pool:
+                    tap.ok(made and f.get("huge_kb", 0) >= 2048 * THREADS // 2,
+                           f"{name}, --pool: {f.get('huge_kb')} kB of the stacks on pool pages",
+                           repr(r.stdout + r.stderr[-300:]))
+                else:
+                    tap.ok(made and f.get("huge_kb") == 0,
+                           f"{name}, pool free: libhp stacks, none on pool pages",
+                           repr(r.stdout + r.stderr[-300:]))
+        finally:
+            restore()
+            for sig, h in zip((signal.SIGTERM, signal.SIGINT), old):
+                signal.signal(sig, h)
 
 
 def fields(out):
@@ -103,6 +162,7 @@ def main():
         tap.ok(r.returncode == 0 and b"forks ok=1" in r.stdout,
                f"{mode}: fork + exec from a thread and from the main thread",
                repr(r.stdout + r.stderr[-300:]))
+    huge_without_thp(tap, hp, prog)
     print(f"1..{tap.n}")
     return 1 if tap.failed else 0
 
