@@ -43,6 +43,7 @@ struct sysfs_case {
     const char *backend;    /* NULL: only the general checks */
     int available;          /* 0 or 1; -1: either */
     const char *why;        /* substring of the reason, or NULL */
+    int32_t named;          /* nonzero: hp_alloc naming the backend fails with this */
 };
 
 static const char junk[] = "\x7f" "ELF\x02\x01\x00\x00\xff\xfe[\x00]\x80\x81\n\x00\x01";
@@ -75,7 +76,8 @@ static const struct sysfs_case cases[] = {
     {"pmd size 0", {{THP_DIR "hpage_pmd_size", "0\n", 0}}, "thp-madvise", 0, "no THP support"},
     {"pmd size not a power of two", {{THP_DIR "hpage_pmd_size", "3000000\n", 0}}, "thp-madvise", 0, NULL},
     {"pmd size of a base page", {{THP_DIR "hpage_pmd_size", "4096\n", 0}}, "thp-madvise", 0, NULL},
-    {"pmd size 2^63", {{THP_DIR "hpage_pmd_size", "9223372036854775808\n", 0}}, "thp-madvise", -1, NULL},
+    {"pmd size 2^63", {{THP_DIR "hpage_pmd_size", "9223372036854775808\n", 0}}, "thp-madvise", -1, NULL,
+     HP_ENOMEM},
     {"pmd size negative", {{THP_DIR "hpage_pmd_size", "-2097152\n", 0}}, "thp-madvise", -1, NULL},
     {"pmd size binary", {{THP_DIR "hpage_pmd_size", junk, sizeof(junk) - 1}}, "thp-madvise", 0, NULL},
     {"enabled garbage", {{THP_DIR "enabled", "garbage\n", 0}}, "thp-madvise", 0, "unreadable or invalid"},
@@ -241,6 +243,14 @@ static int child_case(void *arg)
                 bi.available ? "available" : "unavailable", bi.reason);
         CHILD_CHECK(c->available < 0 || (int)bi.available == c->available);
         CHILD_CHECK(!c->why || strstr(bi.reason, c->why));
+        if (c->named) {
+            struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+            o.backend = c->backend;
+            void *p = hp_alloc_ex(65536, &o);
+            fprintf(stderr, "# %-36s hp_alloc naming %s: %s (%s)\n", "", c->backend,
+                    p ? "served" : hp_error_name(hp_last_error()), hp_last_error_detail());
+            CHILD_CHECK(p == NULL && hp_last_error() == c->named);
+        }
         return 0;
     }
     fprintf(stderr, "# %s: backend %s not listed\n", c->name, c->backend);
