@@ -13,6 +13,7 @@ then also checks that invalid HP_* values leave the program running with
 one warning.
 TAP output. Skips (exit 77) when not root or without a 2 MiB pool.
 """
+import contextlib
 import fcntl
 import os
 import re
@@ -23,6 +24,7 @@ import sys
 import tempfile
 
 POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+FREE = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
 POOL_PAGES = 192  # 384 MiB: more than any program below keeps in arenas
 LOCK = "/run/lock/libhp-knobs.lock" if os.access("/run/lock", os.W_OK) else "/tmp/libhp-knobs.lock"
 PY = "/usr/bin/python3"
@@ -122,97 +124,109 @@ def compare(tap, name, argv, hpctl, stdin_path=None, need_huge=True, pool=False)
     return hp
 
 
+@contextlib.contextmanager
+def pool_with_free(pages):
+    """The 2 MiB hugetlb pool grown to have `pages` free pages, under the
+    machine-wide knob lock, and put back as it was on leaving, also on
+    SIGTERM and SIGINT. Yields the pool size it found."""
+    with open(LOCK, "a") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        saved = open(POOL).read().strip()
+
+        def restore(*_):
+            with open(POOL, "w") as f:
+                f.write(saved)
+            if _:
+                sys.exit(1)
+        old = [signal.signal(sig, restore) for sig in (signal.SIGTERM, signal.SIGINT)]
+        try:
+            with open(FREE) as f:
+                free_now = int(f.read())
+            with open(POOL, "w") as f:
+                f.write(str(int(saved) - free_now + pages))
+            yield saved
+        finally:
+            restore()
+            for sig, h in zip((signal.SIGTERM, signal.SIGINT), old):
+                signal.signal(sig, h)
+
+
 def main():
     hpctl, mt_cxx = sys.argv[1], sys.argv[2]
     if os.geteuid() != 0 or not os.path.exists(POOL):
         print("1..0 # SKIP needs root and a 2 MiB hugetlb pool")
         return 77
     tap = Tap()
-    lockf = open(LOCK, "a")
-    fcntl.flock(lockf, fcntl.LOCK_EX)
-    saved = open(POOL).read().strip()
-
-    def restore(*_):
-        with open(POOL, "w") as f:
-            f.write(saved)
-        if _:
-            sys.exit(1)
-    signal.signal(signal.SIGTERM, restore)
-    signal.signal(signal.SIGINT, restore)
     tmp = tempfile.mkdtemp(prefix="hp-real-")
     try:
-        with open("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages") as f:
-            free_now = int(f.read())
-        with open(POOL, "w") as f:
-            f.write(str(int(saved) - free_now + POOL_PAGES))
-        print("# pool:", open(POOL).read().strip(), "pages (was", saved + ")")
+        with pool_with_free(POOL_PAGES) as saved:
+            print("# pool:", open(POOL).read().strip(), "pages (was", saved + ")")
 
-        # hpctl run itself: bad input refused, the command's status passed on,
-        # --backend reaches the arenas.
-        r = run([hpctl, "run", "--backend", "no-such", "--", "true"])
-        tap.ok(r.returncode == 2 and b"unknown backend" in r.stderr,
-               "hpctl run --backend with an unknown name: exit 2, says why", repr(r.stderr))
-        r = run([hpctl, "run", "--page-size", "3K", "--", "true"])
-        tap.ok(r.returncode == 2 and b"power of two" in r.stderr,
-               "hpctl run --page-size 3K: exit 2, says why", repr(r.stderr))
-        r = run([hpctl, "run", "--report", "--", "sh", "-c", "exit 3"])
-        tap.ok(r.returncode == 3, "hpctl run passes the command's exit status on",
-               f"rc {r.returncode}")
-        r = run([hpctl, "run", "--backend", "thp-madvise", "--report", "--", mt_cxx, "2", "1000"])
-        tap.ok(r.returncode == 0 and b"arenas thp-madvise/2M" in r.stderr,
-               "hpctl run --backend thp-madvise: the arenas come from it", repr(r.stderr[-300:]))
-        r = run([hpctl, "run", "--backend", "hugetlbfs", "--", "true"])
-        tap.ok(r.returncode == 2 and b"--pool" in r.stderr,
-               "hpctl run --backend hugetlbfs without --pool: exit 2, says why", repr(r.stderr))
-        r = run([hpctl, "run", "--backend", "hugetlbfs", "--pool", "--report", "--",
-                 mt_cxx, "2", "1000"])
-        tap.ok(r.returncode == 0 and b"arenas hugetlbfs/2M" in r.stderr,
-               "hpctl run --backend hugetlbfs --pool: the arenas come from the pool",
-               repr(r.stderr[-300:]))
+            # hpctl run itself: bad input refused, the command's status passed on,
+            # --backend reaches the arenas.
+            r = run([hpctl, "run", "--backend", "no-such", "--", "true"])
+            tap.ok(r.returncode == 2 and b"unknown backend" in r.stderr,
+                   "hpctl run --backend with an unknown name: exit 2, says why", repr(r.stderr))
+            r = run([hpctl, "run", "--page-size", "3K", "--", "true"])
+            tap.ok(r.returncode == 2 and b"power of two" in r.stderr,
+                   "hpctl run --page-size 3K: exit 2, says why", repr(r.stderr))
+            r = run([hpctl, "run", "--report", "--", "sh", "-c", "exit 3"])
+            tap.ok(r.returncode == 3, "hpctl run passes the command's exit status on",
+                   f"rc {r.returncode}")
+            r = run([hpctl, "run", "--backend", "thp-madvise", "--report", "--", mt_cxx, "2", "1000"])
+            tap.ok(r.returncode == 0 and b"arenas thp-madvise/2M" in r.stderr,
+                   "hpctl run --backend thp-madvise: the arenas come from it", repr(r.stderr[-300:]))
+            r = run([hpctl, "run", "--backend", "hugetlbfs", "--", "true"])
+            tap.ok(r.returncode == 2 and b"--pool" in r.stderr,
+                   "hpctl run --backend hugetlbfs without --pool: exit 2, says why", repr(r.stderr))
+            r = run([hpctl, "run", "--backend", "hugetlbfs", "--pool", "--report", "--",
+                     mt_cxx, "2", "1000"])
+            tap.ok(r.returncode == 0 and b"arenas hugetlbfs/2M" in r.stderr,
+                   "hpctl run --backend hugetlbfs --pool: the arenas come from the pool",
+                   repr(r.stderr[-300:]))
 
-        have_numpy = run([PY, "-c", "import numpy"]).returncode == 0
-        if have_numpy:
-            compare(tap, "python3 + numpy", [PY, "-c", NUMPY], hpctl)
-        else:
-            tap.skip("python3 + numpy", "python3-numpy is not installed")
+            have_numpy = run([PY, "-c", "import numpy"]).returncode == 0
+            if have_numpy:
+                compare(tap, "python3 + numpy", [PY, "-c", NUMPY], hpctl)
+            else:
+                tap.skip("python3 + numpy", "python3-numpy is not installed")
 
-        if shutil.which("sqlite3"):
-            sql = os.path.join(tmp, "q.sql")
-            with open(sql, "w") as f:
-                f.write(SQL)
-            compare(tap, "sqlite3 :memory:", ["sqlite3", ":memory:"], hpctl, stdin_path=sql)
-        else:
-            tap.skip("sqlite3 :memory:", "sqlite3 is not installed")
+            if shutil.which("sqlite3"):
+                sql = os.path.join(tmp, "q.sql")
+                with open(sql, "w") as f:
+                    f.write(SQL)
+                compare(tap, "sqlite3 :memory:", ["sqlite3", ":memory:"], hpctl, stdin_path=sql)
+            else:
+                tap.skip("sqlite3 :memory:", "sqlite3 is not installed")
 
-        data = os.path.join(tmp, "lines.txt")
-        with open(data, "w") as f:  # 1.5M lines, about 25 MB, deterministic
-            x = 12345
-            for i in range(1_500_000):
-                x = (x * 6364136223846793005 + 1442695040888963407) & ((1 << 64) - 1)
-                f.write(f"{x >> 20:x} {i}\n")
-        compare(tap, "sort", ["sort", "-S", "64M", data], hpctl)
+            data = os.path.join(tmp, "lines.txt")
+            with open(data, "w") as f:  # 1.5M lines, about 25 MB, deterministic
+                x = 12345
+                for i in range(1_500_000):
+                    x = (x * 6364136223846793005 + 1442695040888963407) & ((1 << 64) - 1)
+                    f.write(f"{x >> 20:x} {i}\n")
+            compare(tap, "sort", ["sort", "-S", "64M", data], hpctl)
 
-        compare(tap, "multi-threaded C++", [mt_cxx, "8", "200000"], hpctl)
-        compare(tap, "multi-threaded C++", [mt_cxx, "8", "200000"], hpctl, pool=True)
-        compare(tap, "C++ operator new failure semantics", [mt_cxx, "new-fails"], hpctl,
-                need_huge=False)
+            compare(tap, "multi-threaded C++", [mt_cxx, "8", "200000"], hpctl)
+            compare(tap, "multi-threaded C++", [mt_cxx, "8", "200000"], hpctl, pool=True)
+            compare(tap, "C++ operator new failure semantics", [mt_cxx, "new-fails"], hpctl,
+                    need_huge=False)
 
-        # Invalid values: the program runs on, same output, one warning.
-        for var, val in (("HP_MALLOC_LARGE", "lots"), ("HP_MALLOC_STATS", "maybe"),
-                         ("HP_CACHE_MAX", "-3"), ("HP_BACKENDS", "no-such-backend"),
-                         ("HP_MALLOC_POOL", "yes")):
-            env = {var: val}
-            plain = run([mt_cxx, "4", "50000"])
-            hp = run([hpctl, "run", "--", mt_cxx, "4", "50000"], env=env)
-            warnings = [l for l in hp.stderr.decode(errors="replace").splitlines()
-                        if l.startswith("libhp-malloc:")]
-            tap.ok(hp.returncode == 0 and hp.stdout == plain.stdout,
-                   f"{var}={val}: the program runs on with the same output",
-                   f"rc {hp.returncode}, {hp.stderr[-300:]!r}")
-            tap.ok(len(warnings) == 1 and var in warnings[0],
-                   f"{var}={val}: exactly one warning naming it", repr(warnings))
+            # Invalid values: the program runs on, same output, one warning.
+            for var, val in (("HP_MALLOC_LARGE", "lots"), ("HP_MALLOC_STATS", "maybe"),
+                             ("HP_CACHE_MAX", "-3"), ("HP_BACKENDS", "no-such-backend"),
+                             ("HP_MALLOC_POOL", "yes")):
+                env = {var: val}
+                plain = run([mt_cxx, "4", "50000"])
+                hp = run([hpctl, "run", "--", mt_cxx, "4", "50000"], env=env)
+                warnings = [l for l in hp.stderr.decode(errors="replace").splitlines()
+                            if l.startswith("libhp-malloc:")]
+                tap.ok(hp.returncode == 0 and hp.stdout == plain.stdout,
+                       f"{var}={val}: the program runs on with the same output",
+                       f"rc {hp.returncode}, {hp.stderr[-300:]!r}")
+                tap.ok(len(warnings) == 1 and var in warnings[0],
+                       f"{var}={val}: exactly one warning naming it", repr(warnings))
     finally:
-        restore()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"1..{tap.n}")
     return 1 if tap.failed else 0

@@ -26,20 +26,15 @@ THP must be able to serve for the huge case (enabled = always or madvise);
 otherwise that part skips and says why. TAP output.
 """
 import ctypes
-import fcntl
 import os
 import re
-import signal
 import subprocess
 import sys
 
-from real_programs import Tap
+from real_programs import FREE, POOL, Tap, pool_with_free
 
 THREADS = 16
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
-POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
-FREE = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
-LOCK = "/run/lock/libhp-knobs.lock" if os.access("/run/lock", os.W_OK) else "/tmp/libhp-knobs.lock"
 PR_SET_THP_DISABLE = 41
 
 
@@ -62,40 +57,24 @@ def huge_without_thp(tap, hp, prog):
     if os.geteuid() != 0 or not os.path.exists(POOL):
         tap.skip(name, "needs root and a 2 MiB hugetlb pool")
         return
-    with open(LOCK, "a") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)
-        saved = open(POOL).read().strip()
-
-        def restore(*_):
-            with open(POOL, "w") as f:
-                f.write(saved)
-            if _:
-                sys.exit(1)
-        old = [signal.signal(sig, restore) for sig in (signal.SIGTERM, signal.SIGINT)]
-        try:
-            with open(POOL, "w") as f:  # 64 free pages: room for every stack
-                f.write(str(int(saved) - int(open(FREE).read()) + 64))
-            if int(open(FREE).read()) < THREADS:
-                tap.skip(name, f"the pool did not grow: {open(FREE).read().strip()} pages free")
-                return
-            for pool in (False, True):
-                argv = hp + (["--pool"] if pool else []) + ["--stacks", "huge", "--", prog,
-                                                           "stacks", str(THREADS)]
-                r = run(argv, no_thp=True)
-                f = fields(r.stdout)
-                made = r.returncode == 0 and f.get("hp_stacks", 0) >= THREADS
-                if pool:
-                    tap.ok(made and f.get("huge_kb", 0) >= 2048 * THREADS // 2,
-                           f"{name}, --pool: {f.get('huge_kb')} kB of the stacks on pool pages",
-                           repr(r.stdout + r.stderr[-300:]))
-                else:
-                    tap.ok(made and f.get("huge_kb") == 0,
-                           f"{name}, pool free: libhp stacks, none on pool pages",
-                           repr(r.stdout + r.stderr[-300:]))
-        finally:
-            restore()
-            for sig, h in zip((signal.SIGTERM, signal.SIGINT), old):
-                signal.signal(sig, h)
+    with pool_with_free(64):  # room for every stack
+        if int(open(FREE).read()) < THREADS:
+            tap.skip(name, f"the pool did not grow: {open(FREE).read().strip()} pages free")
+            return
+        for pool in (False, True):
+            argv = hp + (["--pool"] if pool else []) + ["--stacks", "huge", "--", prog,
+                                                       "stacks", str(THREADS)]
+            r = run(argv, no_thp=True)
+            f = fields(r.stdout)
+            made = r.returncode == 0 and f.get("hp_stacks", 0) >= THREADS
+            if pool:
+                tap.ok(made and f.get("huge_kb", 0) >= 2048 * THREADS // 2,
+                       f"{name}, --pool: {f.get('huge_kb')} kB of the stacks on pool pages",
+                       repr(r.stdout + r.stderr[-300:]))
+            else:
+                tap.ok(made and f.get("huge_kb") == 0,
+                       f"{name}, pool free: libhp stacks, none on pool pages",
+                       repr(r.stdout + r.stderr[-300:]))
 
 
 def fields(out):
