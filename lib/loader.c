@@ -606,9 +606,30 @@ __attribute__((destructor)) static void loader_fini(void)
     free(rejected);
 }
 
+/* Nonzero while this thread runs load_all. load_all allocates (its tables,
+ * dlopen): a malloc interposed on libhp's own start-up that calls libhp
+ * back (libhp-malloc, set up by that very allocation) would wait on
+ * core_once for ever. It gets a core that refuses every request instead,
+ * and the allocation goes on without libhp. */
+static _Thread_local int loading;
+static struct hp_core reentered = {
+    .init_error = HP_ENOTSUP,
+    .init_detail = "libhp was called back while it starts up on this thread (from an "
+                   "allocation of its own start-up); it serves nothing until that returns",
+};
+
+static void load_all_here(void)
+{
+    loading = 1;
+    load_all();
+    loading = 0;
+}
+
 struct hp_core *hp_core(void)
 {
-    pthread_once(&core_once, load_all);
+    if (loading)
+        return &reentered;
+    pthread_once(&core_once, load_all_here);
     return &core;
 }
 

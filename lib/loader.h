@@ -51,7 +51,8 @@ struct hp_rejected {
 };
 
 struct hp_core {
-    int32_t init_error;                 /* HP_OK, or HP_EENV for a bad variable */
+    int32_t init_error;                 /* HP_OK, or HP_EENV for a bad variable (HP_ENOTSUP:
+                                           the core a call made inside the start-up gets) */
     char init_detail[320];
     unsigned n;
     struct hp_backend backends[HP_MAX_BACKENDS];

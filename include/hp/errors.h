@@ -5,6 +5,11 @@
  * functions returning pointers) and sets a thread-local detail message that
  * hp_last_error_detail() returns. Values are part of the ABI: they are never
  * renumbered, only appended.
+ *
+ * libhp starts up at its first call, and that start-up allocates. A libhp
+ * call made from inside it on the same thread (by an allocator interposed
+ * on malloc that calls libhp back) fails with HP_ENOTSUP instead of waiting
+ * for itself; calls work again once the start-up has returned.
  */
 #ifndef HP_ERRORS_H
 #define HP_ERRORS_H
