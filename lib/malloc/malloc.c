@@ -60,6 +60,23 @@ static void init(void)
     pthread_mutex_unlock(&init_lock);
 }
 
+/* Set up when the library is loaded, before the program's own code runs.
+ * Else a program whose first allocation is libhp's (hp_alloc before any
+ * malloc) would start libhp-malloc from inside libhp's start-up, which
+ * cannot call libhp back (hp_core in lib/loader.c refuses it), and its
+ * first arena would come from plain mmap. An allocation made before this
+ * runs (by the loader, or a constructor that runs first) sets up as ever. */
+__attribute__((constructor)) static void init_at_load(void)
+{
+    int saved = errno;
+    if (atomic_load_explicit(&state, memory_order_acquire) != READY) {
+        hpm_busy++;
+        init();
+        hpm_busy--;
+    }
+    errno = saved;
+}
+
 static void *mi_any(size_t n, size_t align, int zero)
 {
     if (align)

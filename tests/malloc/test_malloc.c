@@ -151,9 +151,10 @@ static void t_errno_kept_by_arena_calls(void **state)
     assert_int_equal(errno, sentinel);
 }
 
-/* The first malloc of a process initialises libhp-malloc and libhp
- * (options, the first arena, the plugins, the probes) on the way, and must
- * keep errno all the same. Run as the first thing of a fresh exec. */
+/* The first malloc of a process keeps errno. libhp-malloc sets itself up
+ * (options, the first arena, libhp's plugins and probes) when it is loaded,
+ * or at the first allocation if one comes earlier, and keeps errno on both
+ * paths. Run as the first thing of a fresh exec. */
 static int errno_child(void)
 {
     errno = 12345;
@@ -460,11 +461,48 @@ static int exec_self(const char *mode, const char *arg, const char *pool)
     return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
 
-/* A fresh exec, so that its first malloc is the one that initialises. */
+/* A fresh exec: its first malloc, right after libhp-malloc set itself up
+ * at load time. */
 static void t_errno_kept_by_the_first_malloc(void **state)
 {
     (void)state;
     assert_int_equal(exec_self("errno-child", NULL, NULL), 0);
+}
+
+/* A program whose first allocation is libhp's own: hp_alloc before any
+ * malloc, in a fresh exec. libhp's start-up allocates; had libhp-malloc
+ * not set itself up when it was loaded, that allocation would set it up
+ * from inside libhp's start-up, which it cannot call back (the wait would
+ * be for ever; libhp now refuses it), and the first arena would come from
+ * plain mmap with a warning. So: the block is served, nothing waits on
+ * itself (the alarm ends a hang) and no warning is written. */
+static int hp_first_child(void)
+{
+    alarm(20);
+    int fds[2];
+    if (pipe(fds) != 0 || fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0)
+        return 2;
+    int err = dup(2);
+    dup2(fds[1], 2);
+    void *p = hp_alloc(1 << 20, 0);
+    char *q = malloc(24);
+    char said[512] = "";
+    ssize_t n = read(fds[0], said, sizeof(said) - 1);
+    said[n > 0 ? n : 0] = '\0';
+    dup2(err, 2);
+    if (!p || !q || said[0]) {
+        fprintf(stderr, "# hp_alloc %p (%s), malloc %p, stderr: \"%s\"\n", p,
+                p ? "" : hp_last_error_detail(), (void *)q, said);
+        return 1;
+    }
+    free(q);
+    return hp_free(p) == HP_OK ? 0 : 3;
+}
+
+static void t_hp_alloc_first(void **state)
+{
+    (void)state;
+    assert_int_equal(exec_self("hp-first-child", NULL, NULL), 0);
 }
 
 /* The child runs in a fresh exec, not in a fork of this process, so its
@@ -695,6 +733,8 @@ int main(int argc, char **argv)
         return errno_child();
     if (argc > 1 && !strcmp(argv[1], "drain-child"))
         return drain_child();
+    if (argc > 1 && !strcmp(argv[1], "hp-first-child"))
+        return hp_first_child();
     if (argc > 1 && !strcmp(argv[1], "oom-child"))
         return oom_child();
     if (argc > 2 && !strcmp(argv[1], "fork-child"))
@@ -712,6 +752,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(t_errno_and_overflow),
         cmocka_unit_test(t_errno_kept_by_arena_calls),
         cmocka_unit_test(t_errno_kept_by_the_first_malloc),
+        cmocka_unit_test(t_hp_alloc_first),
         cmocka_unit_test(t_aligned),
         cmocka_unit_test(t_calloc_zero),
         cmocka_unit_test(t_large_blocks),
