@@ -13,7 +13,7 @@ n=0 fail=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 bad() { n=$((n + 1)); echo "not ok $n - $1"; fail=1; }
 check() { desc=$1; shift; if "$@" > "$root/out" 2>&1; then ok "$desc"; else bad "$desc"; sed 's/^/# /' "$root/out"; fi; }
-echo "1..21"
+echo "1..22"
 
 check "meson install into a DESTDIR" meson install -C "$build" --no-rebuild --destdir "$root" --quiet
 pc=$(find "$root" -name libhp.pc | head -1)
@@ -39,6 +39,16 @@ if command -v scdoc > /dev/null && command -v man > /dev/null; then
     sh -c "test -f '$prefix/share/man/man1/hpctl.1' -a -f '$prefix/share/man/man7/libhp-backend.7' && MANWIDTH=80 man -M '$prefix/share/man' 3 hp_free 2>/dev/null | grep -q 'hp_realloc(NULL, n, f)'"
 else
   n=$((n + 1)); echo "ok $n - man pages # SKIP scdoc or man missing"
+fi
+
+# The numpy allocator's extension goes where Debian's python3 reads under
+# the prefix (sys.path), so that `import hp` finds it after meson install.
+ext=$(find "$root" -name '_hp_numpy*.so' | head -1)
+if [ -n "$ext" ]; then
+  check "_hp_numpy installed where python3 looks: ${ext#"$root"}" sh -c "
+    /usr/bin/python3 -c 'import sys; print(chr(10).join(sys.path))' | grep -qx '$(dirname "${ext#"$root"}")'"
+else
+  n=$((n + 1)); echo "ok $n - _hp_numpy installed # SKIP not built (python3-dev or numpy missing)"
 fi
 
 export LD_LIBRARY_PATH=$libdir HP_BACKEND_DIR=$backenddir
