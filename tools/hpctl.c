@@ -185,6 +185,8 @@ static int cmd_alloc(int argc, char **argv)
             opts.flags |= HP_F_NOPOOL;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             opts.backend = argv[++i];
+        else if (!strcmp(argv[i], "--exclude") && i + 1 < argc)
+            opts.exclude = argv[++i];
         else if (!strcmp(argv[i], "--page-size") && i + 1 < argc &&
                  parse_size(argv[i + 1], &ps) == 0 && hp_page_size_flag(ps))
             opts.flags |= hp_page_size_flag(ps), i++;
@@ -195,6 +197,14 @@ static int cmd_alloc(int argc, char **argv)
     if (!p) {
         fprintf(stderr, "hpctl: hp_alloc failed: %s: %s\n", hp_error_name(hp_last_error()),
                 hp_last_error_detail());
+        if (json) {  /* the same document, with the error and no block */
+            printf("{\"schema\": %d, \"command\": \"alloc\", \"status\": %d, "
+                   "\"error\": {\"code\": \"%s\", \"detail\": ", HPCTL_SCHEMA, HPCTL_FAIL,
+                   hp_error_name(hp_last_error()));
+            json_string(hp_last_error_detail());
+            printf("}, \"backend\": null, \"page_size\": null, \"usable_size\": null, "
+                   "\"mapped_size\": null, \"huge_bytes\": null}\n");
+        }
         return HPCTL_FAIL;
     }
     for (uint64_t off = 0; off < size; off += 4096)
@@ -212,7 +222,8 @@ static int cmd_alloc(int argc, char **argv)
     human_size(info.usable_size, usable, sizeof(usable));
     human_size(info.huge_bytes, huge, sizeof(huge));
     if (json)
-        printf("{\"schema\": %d, \"command\": \"alloc\", \"backend\": \"%s\", \"page_size\": %llu, \"usable_size\": %llu, "
+        printf("{\"schema\": %d, \"command\": \"alloc\", \"status\": 0, \"error\": null, "
+               "\"backend\": \"%s\", \"page_size\": %llu, \"usable_size\": %llu, "
                "\"mapped_size\": %llu, \"huge_bytes\": %llu}\n",
                HPCTL_SCHEMA, info.backend, (unsigned long long)info.page_size,
                (unsigned long long)info.usable_size, (unsigned long long)info.mapped_size,
@@ -254,8 +265,8 @@ static const struct {
     const char *usage;
 } commands[] = {
     {"status", cmd_status_args, "status [--json]"},
-    {"alloc", cmd_alloc, "alloc SIZE [--page-size SIZE] [--backend NAME] [--require-huge] "
-                         "[--no-pool] [--populate] [--json]"},
+    {"alloc", cmd_alloc, "alloc SIZE [--page-size SIZE] [--backend NAME] [--exclude LIST] "
+                         "[--require-huge] [--no-pool] [--populate] [--json]"},
     {"explain", hpctl_explain, "explain SIZE [--page-size SIZE] [--backend NAME] [--exclude LIST] "
                                "[--require-huge] [--no-pool] [--json]"},
     {"pool", hpctl_pool, "pool [--json] | pool set SIZE [COUNT] [--node N] [--overcommit N] "

@@ -205,6 +205,15 @@ try:
     ok(rc == 1 and "would fail: HP_ENOHUGE" in out, "a request hp_alloc refuses: exit 1", out)
     rc, out, err = run("explain", "0")
     ok(rc == 1 and "HP_ESIZE" in out, "size 0: HP_ESIZE", out)
+    # hpctl alloc takes explain's options and does what it said (m12).
+    rc, d, err = run_json("alloc", "8M", "--exclude", "thp-madvise",
+                          env=machine(pools={2048: (0, 0, 0, 0, 0)}, mthp={64: ON}))
+    ok(rc == 0 and d is not None and d["backend"] == "anon-orders" and
+       d["page_size"] == 64 * K and d["error"] is None,
+       "alloc 8M --exclude thp-madvise: anon-orders 64K, as explain said", (d, err))
+    rc, d, err = run_json("alloc", "0")
+    ok(rc == 1 and d is not None and d["status"] == 1 and d["error"]["code"] == "HP_ESIZE" and
+       d["backend"] is None, "alloc 0 --json: a document with the error, exit 1", (d, err))
     rc, out, err = run("explain", "1M", "--backend", "nosuch")
     ok(rc == 1 and "HP_ENOBACKEND" in out, "unknown backend: HP_ENOBACKEND", out)
     rc, out, err = run("explain", "lots")

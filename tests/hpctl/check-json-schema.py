@@ -53,7 +53,7 @@ def documents():
     put(root, "sys/kernel/mm/transparent_hugepage/khugepaged/defrag", "1\n")
     env = {"HP_SYSFS_ROOT": root}
     runs = [("status",), ("status", {"HP_DEBUG": "banana"}), ("version",), ("pool",),
-            ("thp",), ("mthp",), ("alloc", "64K"), ("explain", "64K"), ("explain", "2M"),
+            ("thp",), ("mthp",), ("alloc", "64K"), ("alloc", "0"), ("explain", "64K"), ("explain", "2M"),
             ("explain", "64K", "--backend", "fallback"), ("explain", "3G", "--require-huge"),
             ("pool", "set", "2M", "70", "--dry-run"), ("pool", "set", "2M", "70"),
             ("pool", "set", "1G", "1", "--node", "1"), ("pool", "release", "--dry-run"),
