@@ -67,7 +67,7 @@ static int flag_ok(const struct call *c) { return c->ret.u64 == HP_F_PAGE_2M; }
 static void strerror_args(struct call *c) { c->args[0].i32 = HP_EDOUBLEFREE; }
 static int strerror_ok(const struct call *c) { return !strcmp(c->ret.str, "block was already freed"); }
 static int version_ok(const struct call *c) { return (uint32_t)c->ret.widened == HP_VERSION_NUMBER; }
-static int version_string_ok(const struct call *c) { return !strcmp(c->ret.str, "1.0.0"); }
+static int version_string_ok(const struct call *c) { return !strcmp(c->ret.str, "1.3.0"); }
 
 static void *stack;
 static struct hp_stack_info sinfo = HP_STACK_INFO_INIT;

@@ -11,7 +11,7 @@ Loads libhp.so.1 (or $HP_LIBRARY) through cffi in ABI mode: no compiler is
 needed. Errors are hp.HugePageError subclasses carrying libhp's detail text.
 """
 
-__version__ = "1.0.0"
+__version__ = "1.3.0"
 
 from typing import Any
 

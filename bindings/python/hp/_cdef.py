@@ -10,9 +10,9 @@ edit this text together with the headers.
 CDEF = r"""
 /* hp/version.h */
 #define HP_VERSION_MAJOR 1
-#define HP_VERSION_MINOR 0
+#define HP_VERSION_MINOR 3
 #define HP_VERSION_PATCH 0
-#define HP_VERSION_NUMBER 10000
+#define HP_VERSION_NUMBER 10300
 
 uint32_t hp_version(void);
 const char *hp_version_string(void);

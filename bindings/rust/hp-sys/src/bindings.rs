@@ -4,9 +4,9 @@
 // rerun the script. `bindgen.sh --check` (run in CI) fails when this file drifts.
 
 pub const HP_VERSION_MAJOR: u32 = 1;
-pub const HP_VERSION_MINOR: u32 = 0;
+pub const HP_VERSION_MINOR: u32 = 3;
 pub const HP_VERSION_PATCH: u32 = 0;
-pub const HP_VERSION_NUMBER: u32 = 10000;
+pub const HP_VERSION_NUMBER: u32 = 10300;
 pub const HP_F_PAGE_SHIFT_POS: u32 = 56;
 pub const HP_BLOCK_PIN_NONE: u32 = 0;
 pub const HP_BLOCK_PIN_NAMED: u32 = 1;

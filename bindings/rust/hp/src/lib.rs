@@ -174,7 +174,7 @@ pub fn version() -> Version {
     Version::from_number(unsafe { sys::hp_version() })
 }
 
-/// The same as a static string, e.g. `"1.0.0"` (`hp_version_string`).
+/// The same as a static string, e.g. `"1.3.0"` (`hp_version_string`).
 pub fn version_string() -> &'static str {
     // SAFETY: thread-safe; returns a static string.
     error::static_str(unsafe { sys::hp_version_string() })
