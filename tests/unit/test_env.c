@@ -65,7 +65,9 @@ static void environment_values(void **state)
         {"HP_BACKENDS", "Fallback", "HP_BACKENDS"},
         {"HP_BACKENDS", "fallback,,thp-madvise", "HP_BACKENDS"},
         {"HP_BACKENDS", "fallback,", "HP_BACKENDS"},
-        {"HP_BACKENDS", "no-such-backend", "unknown backend \"no-such-backend\""},
+        /* the detail lists the names that do exist */
+        {"HP_BACKENDS", "no-such-backend",
+         "unknown backend \"no-such-backend\"; known: anon-orders, fallback, hugetlbfs, thp-madvise"},
         {"HP_BACKENDS", "-nope", "unknown backend \"nope\""},
         {"HP_SYSFS_ROOT", "sys", "HP_SYSFS_ROOT"},
         /* accepted */
