@@ -56,7 +56,9 @@ HP_EXTERN(const char *) hp_error_name(int32_t code);
 HP_EXTERN(const char *) hp_last_error_detail(void);
 
 /* Code of the last failing libhp call on this thread (HP_OK if none).
- * Successful calls do not reset it. Thread-safe (thread-local). */
+ * Successful calls do not reset it, except hp_realloc(p, 0, f), which
+ * frees p and sets HP_OK (NULL then means success). Thread-safe
+ * (thread-local). */
 HP_EXTERN(int32_t) hp_last_error(void);
 
 HP_END_DECLS
