@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#ifndef __SANITIZE_ADDRESS__
 void *__libc_calloc(size_t n, size_t size);
 
 static int armed, inside;
@@ -30,7 +31,9 @@ static void *got;
 static int32_t got_error, got_count;
 static char got_detail[400];
 
-/* Exported from the executable, so that libhp's calls bind to it. */
+/* Exported from the executable, so that libhp's calls bind to it. ASan's
+ * allocator must own every block the program frees, so under ASan there is
+ * no allocator of this program's own, and the test skips. */
 void *calloc(size_t n, size_t size)
 {
     if (armed && !inside) {
@@ -44,15 +47,15 @@ void *calloc(size_t n, size_t size)
     }
     return __libc_calloc(n, size);
 }
+#endif
 
 static void called_back_during_start_up(void **state)
 {
     (void)state;
-#if defined(__SANITIZE_ADDRESS__)
-    /* ASan's allocator must own every block: this calloc cannot be. */
+#ifdef __SANITIZE_ADDRESS__
     print_message("# SKIP: an allocator of its own cannot run under ASan\n");
     skip();
-#endif
+#else
     /* Waiting on its own start-up would hang: the alarm ends it instead. */
     alarm(20);
     armed = 1;
@@ -70,6 +73,7 @@ static void called_back_during_start_up(void **state)
     void *p = hp_alloc(4096, 0);
     assert_non_null(p);
     assert_int_equal(hp_free(p), HP_OK);
+#endif
 }
 
 int main(void)
