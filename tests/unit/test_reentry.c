@@ -56,6 +56,10 @@ static void called_back_during_start_up(void **state)
     print_message("# SKIP: an allocator of its own cannot run under ASan\n");
     skip();
 #else
+    if (getenv("HPTEST_VALGRIND")) {
+        print_message("# SKIP: valgrind replaces every allocator, this program's too\n");
+        skip();
+    }
     /* Waiting on its own start-up would hang: the alarm ends it instead. */
     alarm(20);
     armed = 1;
