@@ -564,13 +564,13 @@ static void load_all(void)
                 known |= !strcmp(core.rejected[k].name, name);
             if (!known) {
                 core.init_error = HP_EENV;
-                int at = snprintf(core.init_detail, sizeof(core.init_detail),
-                                  "HP_BACKENDS names unknown backend \"%s\"; known:", name);
+                snprintf(core.init_detail, sizeof(core.init_detail),
+                         "HP_BACKENDS names unknown backend \"%s\"; known:", name);
                 for (unsigned k = 0; k < core.n + core.n_rejected; k++) {
                     size_t used = strlen(core.init_detail);
                     const char *known_name = k < core.n ? core.backends[k].name
                                                         : core.rejected[k - core.n].name;
-                    if (at < 0 || used + strlen(known_name) + 6 >= sizeof(core.init_detail)) {
+                    if (used + strlen(known_name) + 6 >= sizeof(core.init_detail)) {
                         snprintf(core.init_detail + used, sizeof(core.init_detail) - used, " ...");
                         break;
                     }
