@@ -166,6 +166,23 @@ static int cmd_status(int json)
 
 static int usage(void);
 
+/* alloc's failure: the error on stderr and, under --json, the document
+ * with status, error and no block. */
+static int alloc_failed(int json, const char *call)
+{
+    fprintf(stderr, "hpctl: %s failed: %s: %s\n", call, hp_error_name(hp_last_error()),
+            hp_last_error_detail());
+    if (json) {
+        printf("{\"schema\": %d, \"command\": \"alloc\", \"status\": %d, "
+               "\"error\": {\"code\": \"%s\", \"detail\": ", HPCTL_SCHEMA, HPCTL_FAIL,
+               hp_error_name(hp_last_error()));
+        json_string(hp_last_error_detail());
+        printf("}, \"backend\": null, \"page_size\": null, \"usable_size\": null, "
+               "\"mapped_size\": null, \"huge_bytes\": null}\n");
+    }
+    return HPCTL_FAIL;
+}
+
 static int cmd_alloc(int argc, char **argv)
 {
     struct hp_alloc_opts opts = HP_ALLOC_OPTS_INIT;
@@ -194,29 +211,19 @@ static int cmd_alloc(int argc, char **argv)
             return usage();
     }
     unsigned char *p = hp_alloc_ex((size_t)size, &opts);
-    if (!p) {
-        fprintf(stderr, "hpctl: hp_alloc failed: %s: %s\n", hp_error_name(hp_last_error()),
-                hp_last_error_detail());
-        if (json) {  /* the same document, with the error and no block */
-            printf("{\"schema\": %d, \"command\": \"alloc\", \"status\": %d, "
-                   "\"error\": {\"code\": \"%s\", \"detail\": ", HPCTL_SCHEMA, HPCTL_FAIL,
-                   hp_error_name(hp_last_error()));
-            json_string(hp_last_error_detail());
-            printf("}, \"backend\": null, \"page_size\": null, \"usable_size\": null, "
-                   "\"mapped_size\": null, \"huge_bytes\": null}\n");
-        }
-        return HPCTL_FAIL;
-    }
+    if (!p)
+        return alloc_failed(json, "hp_alloc");
     for (uint64_t off = 0; off < size; off += 4096)
         p[off] = 1;
     p[size - 1] = 1;
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
-    int32_t rc = hp_info(p, &info);
-    if (rc != HP_OK) {
-        fprintf(stderr, "hpctl: hp_info failed: %s\n", hp_last_error_detail());
+    if (hp_info(p, &info) != HP_OK) {
+        int rc = alloc_failed(json, "hp_info");
         hp_free(p);
-        return 1;
+        return rc;
     }
+    if (hp_free(p) != HP_OK)
+        return alloc_failed(json, "hp_free");
     char ps[32], usable[32], huge[32];
     human_size(info.page_size, ps, sizeof(ps));
     human_size(info.usable_size, usable, sizeof(usable));
@@ -231,11 +238,6 @@ static int cmd_alloc(int argc, char **argv)
     else
         printf("allocated %s at %p: backend %s, page size %s, huge-backed %s of %s after touch\n",
                argv[0], (void *)p, info.backend, ps, huge, usable);
-    rc = hp_free(p);
-    if (rc != HP_OK) {
-        fprintf(stderr, "hpctl: hp_free failed: %s\n", hp_last_error_detail());
-        return 1;
-    }
     return 0;
 }
 
