@@ -296,7 +296,7 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
                               const struct hp_candidate *cand, unsigned n)
 {
     int32_t last = HP_ENOMEM;
-    char tried[256] = "";
+    char tried[448] = "";  /* fits the detail (lib/error.c) with its lead-in */
     for (unsigned i = 0; i < n; i++) {
         struct hp_backend *b = &c->backends[cand[i].backend];
         struct hp_block *blk = from_cache(b, cand[i].page_size, r);
@@ -330,10 +330,16 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
         }
         hp_backend_mark_stale(b);
         last = rc;
+        /* Whole entries only: one that does not fit becomes " ...". */
+        char entry[320];
         size_t used = strlen(tried);
-        snprintf(tried + used, sizeof(tried) - used, "%s%s/%lluK: %s (%s)", used ? "; " : "",
-                 b->name, (unsigned long long)(cand[i].page_size >> 10), hp_error_name(rc),
+        snprintf(entry, sizeof(entry), "%s%s/%lluK: %s (%s)", used ? "; " : "", b->name,
+                 (unsigned long long)(cand[i].page_size >> 10), hp_error_name(rc),
                  hp_last_error_detail());
+        if (used + strlen(entry) < sizeof(tried) - 5)
+            memcpy(tried + used, entry, strlen(entry) + 1);
+        else if (!strstr(tried, " ..."))
+            snprintf(tried + used, sizeof(tried) - used, " ...");
         hp_log("%s could not map %llu bytes, trying the next candidate", b->name,
                (unsigned long long)r->len);
     }
