@@ -229,7 +229,9 @@ struct hp_backend_caps {
  * align), the guard and len inside [map_addr, map_addr + map_len), len >= the
  * request's len, committed within the mapping); a mapping that breaks a rule
  * is unmapped with unmap and the request fails with HP_EBACKEND and a detail
- * naming the rule. The core then makes the guard PROT_NONE itself (one
+ * naming the rule. The contents are not checked (reading every byte would
+ * cost what the block saves): a plugin that hands out memory that is not
+ * zero, or not private, breaks its callers' blocks without an error. The core then makes the guard PROT_NONE itself (one
  * mprotect, which changes nothing when the plugin did it), so a plugin that
  * forgot cannot leave a stack without its guard. Population: with HP_F_POPULATE in flags, map prefaults the
  * memory itself or leaves it to advise; the core calls advise(self, m, flags)

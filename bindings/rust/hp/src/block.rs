@@ -324,8 +324,9 @@ impl Block {
     /// past the old length are unspecified (but initialised): zero when
     /// fresh pages back them, but a shrink followed by a grow may bring back
     /// what the shrink cut off within its last page.
-    /// The allocation flags (page size, require-huge, populate) apply again;
-    /// a backend restriction from [`AllocOptions::backend`] does not.
+    /// The allocation flags (page size, require-huge, populate) apply again.
+    /// A block allocated with [`AllocOptions::backend`] is pinned: it is
+    /// resized in that backend or not at all (never moved to another).
     ///
     /// # Errors
     ///
