@@ -152,6 +152,28 @@ static unsigned add_candidates(const struct hp_select_request *req,
     return added;
 }
 
+/* Whether the request's exclude list or HP_BACKENDS leaves name out
+ * (HP_WHY_EXCLUDED, _EXCLUDED_ENV, _NOT_LISTED), else HP_WHY_CANDIDATE;
+ * *pos: name's place in HP_BACKENDS' list, -1 if not in it. */
+static uint32_t listed_out(const struct hp_select_request *req, const char *name, int *pos)
+{
+    *pos = -1;
+    if (name_in(name, req->exclude, req->n_exclude) >= 0)
+        return HP_WHY_EXCLUDED;
+    if (name_in(name, req->never, req->n_never) >= 0)
+        return HP_WHY_EXCLUDED_ENV;
+    *pos = name_in(name, req->only, req->n_only);
+    if (req->n_only && *pos < 0)
+        return HP_WHY_NOT_LISTED;
+    return HP_WHY_CANDIDATE;
+}
+
+uint32_t hp_select_named_out(const struct hp_select_request *req)
+{
+    int pos;
+    return req->backend ? listed_out(req, req->backend, &pos) : HP_WHY_CANDIDATE;
+}
+
 /* Why backend b is not considered at all, or HP_WHY_CANDIDATE. */
 static uint32_t backend_out(const struct hp_select_request *req, const struct hp_select_backend *b,
                             int *pos)
@@ -161,13 +183,9 @@ static uint32_t backend_out(const struct hp_select_request *req, const struct hp
         return HP_WHY_UNAVAILABLE;
     if (req->backend && strcmp(req->backend, b->name))
         return HP_WHY_NOT_NAMED;
-    if (name_in(b->name, req->exclude, req->n_exclude) >= 0)
-        return HP_WHY_EXCLUDED;
-    if (name_in(b->name, req->never, req->n_never) >= 0)
-        return HP_WHY_EXCLUDED_ENV;
-    *pos = name_in(b->name, req->only, req->n_only);
-    if (req->n_only && *pos < 0)
-        return HP_WHY_NOT_LISTED;
+    uint32_t out = listed_out(req, b->name, pos);
+    if (out != HP_WHY_CANDIDATE)
+        return out;
     if (!hp_select_automatic(b->kind) && !req->backend && *pos < 0)
         return HP_WHY_THIRD_PARTY;
     return HP_WHY_CANDIDATE;

@@ -83,6 +83,11 @@ unsigned hp_select_explain(const struct hp_select_request *req,
 /* Stable short name of a why ("pool-short"), for hpctl explain --json. */
 const char *hp_select_why_name(uint32_t why);
 
+/* For the named backend of req (req->backend): HP_WHY_EXCLUDED,
+ * HP_WHY_EXCLUDED_ENV or HP_WHY_NOT_LISTED when the request's exclude list
+ * or HP_BACKENDS leaves it out, else HP_WHY_CANDIDATE (also without one). */
+uint32_t hp_select_named_out(const struct hp_select_request *req);
+
 /* Requested page size encoded in flags, 0 if none. */
 uint64_t hp_flags_page_size(uint64_t flags);
 

@@ -127,7 +127,17 @@ static int child_backends_exclude(void *unused)
     /* Nothing but base pages could serve 4 KiB. */
     if (hp_alloc(4096, 0) != NULL)
         return 1;
-    return hp_last_error() == HP_ENOBACKEND ? 0 : 2;
+    if (hp_last_error() != HP_ENOBACKEND)
+        return 2;
+    /* Naming the excluded backend: the detail says which list left it out. */
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "fallback";
+    if (hp_alloc_ex(4096, &o) != NULL)
+        return 3;
+    fprintf(stderr, "# %s\n", hp_last_error_detail());
+    if (!strstr(hp_last_error_detail(), "from backend fallback (HP_BACKENDS excludes it)"))
+        return 4;
+    return 0;
 }
 
 static void backends_variable_takes_effect(void **state)

@@ -354,6 +354,34 @@ static void cached_pages_count_as_free(void **state)
     check(&r, (struct expect[]){{HUGETLB, 2 * M}, {THP, 2 * M}, {MTHP, 64 * K}, {BASE, 4 * K}}, 4);
 }
 
+/* The list that leaves a named backend out, for hp_alloc's error detail. */
+static void named_backend_left_out_by(void **state)
+{
+    (void)state;
+    const char excl[][HP_OPT_NAME_LEN] = {"fallback"};
+    const char never[][HP_OPT_NAME_LEN] = {"thp-madvise"};
+    const char only[][HP_OPT_NAME_LEN] = {"hugetlbfs"};
+    struct hp_select_request r = req(4 * M, 0);
+    assert_int_equal(hp_select_named_out(&r), HP_WHY_CANDIDATE);  /* nothing named */
+    r.backend = "fallback";
+    assert_int_equal(hp_select_named_out(&r), HP_WHY_CANDIDATE);
+    r.exclude = excl;
+    r.n_exclude = 1;
+    assert_int_equal(hp_select_named_out(&r), HP_WHY_EXCLUDED);
+    r = req(4 * M, 0);
+    r.backend = "thp-madvise";
+    r.never = never;
+    r.n_never = 1;
+    assert_int_equal(hp_select_named_out(&r), HP_WHY_EXCLUDED_ENV);
+    r = req(4 * M, 0);
+    r.backend = "thp-madvise";
+    r.only = only;
+    r.n_only = 1;
+    assert_int_equal(hp_select_named_out(&r), HP_WHY_NOT_LISTED);
+    r.backend = "hugetlbfs";
+    assert_int_equal(hp_select_named_out(&r), HP_WHY_CANDIDATE);
+}
+
 /* The environment as hp_options() would hold it after parsing HP_BACKENDS. */
 static struct hp_options env_of(const char *const *only, unsigned n_only,
                                 const char *const *never, unsigned n_never)
@@ -625,6 +653,7 @@ int main(void)
         cmocka_unit_test_setup(exclusions_and_order_override, machine),
         cmocka_unit_test_setup(unavailable_backends_are_skipped, machine),
         cmocka_unit_test(flags_page_size_decoding),
+        cmocka_unit_test(named_backend_left_out_by),
         cmocka_unit_test_setup(explain_says_why, machine),
         cmocka_unit_test_setup(explain_names_each_exclusion, machine),
         cmocka_unit_test_setup(cached_pages_count_as_free, machine),
