@@ -263,8 +263,15 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
         return reject(b, "descriptor too short (size field below the mandatory ops: %s)", v);
     }
     const char *bad_name = invalid_name(ops->name);
-    if (bad_name)
-        return reject(b, "missing or invalid backend name: %s", bad_name);
+    if (bad_name) {
+        /* The name as given, up to 40 bytes, anything but printable ASCII as
+         * '?' (copy_description): the plugin's author sees what was read. */
+        char shown[41], why[160];
+        copy_description(shown, sizeof(shown), ops->name);
+        snprintf(why, sizeof(why), "%s%s%s%s", bad_name, ops->name ? " (\"" : "",
+                 ops->name ? shown : "", ops->name ? "\")" : "");
+        return reject(b, "missing or invalid backend name: %s", why);
+    }
     snprintf(b->name, sizeof(b->name), "%s", ops->name);
     if (!ops->probe || !ops->map || !ops->unmap)
         return reject(b, "mandatory op missing (probe, map and unmap are required)%s", NULL);

@@ -1066,7 +1066,8 @@ static int child_validation(void *dir)
     CHILD_CHECK(expect_rejected("v-long.so", "backend name longer than 31 characters"));
     CHILD_CHECK(expect_rejected("v-empty.so", "empty backend name"));
     CHILD_CHECK(expect_rejected("v-null.so", "no backend name (name is NULL)"));
-    CHILD_CHECK(expect_rejected("v-upper.so", "backend name has a character outside [a-z0-9_-]"));
+    CHILD_CHECK(expect_rejected("v-upper.so",
+                                "backend name has a character outside [a-z0-9_-] (\"Fixture\")"));
     CHILD_CHECK(expect_rejected("v-kind.so", "unknown kind 99 (enum hp_backend_kind is 0 to 4)"));
     CHILD_CHECK(expect_rejected("v-short.so", "descriptor too short (size field below the "
                                 "mandatory ops: 71 bytes, at least 72)"));
