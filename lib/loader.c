@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -630,6 +631,9 @@ __attribute__((destructor)) static void loader_fini(void)
  * core_once for ever. It gets a core that refuses every request instead,
  * and the allocation goes on without libhp. */
 static _Thread_local int loading;
+/* Set once load_all has returned: the path every call takes reads it, and
+ * neither the thread-local above nor pthread_once. */
+static _Atomic int core_ready;
 static struct hp_core reentered = {
     .init_error = HP_ENOTSUP,
     .init_detail = "libhp was called back while it starts up on this thread (from an "
@@ -641,10 +645,13 @@ static void load_all_here(void)
     loading = 1;
     load_all();
     loading = 0;
+    atomic_store_explicit(&core_ready, 1, memory_order_release);
 }
 
 struct hp_core *hp_core(void)
 {
+    if (atomic_load_explicit(&core_ready, memory_order_acquire))
+        return &core;
     if (loading)
         return &reentered;
     pthread_once(&core_once, load_all_here);
