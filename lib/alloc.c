@@ -213,14 +213,10 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
     if (n == 0 && !quiet) {
         const char *nopool = (r->flags & HP_F_NOPOOL) ? " outside a pool (HP_F_NOPOOL)" : "";
         /* A named backend that a list leaves out: say which list. */
-        static const char *const left_out[] = {
-            [HP_WHY_EXCLUDED] = " (it is in the request's exclude list)",
-            [HP_WHY_EXCLUDED_ENV] = " (HP_BACKENDS excludes it)",
-            [HP_WHY_NOT_LISTED] = " (HP_BACKENDS does not list it)",
-        };
-        uint32_t out = hp_select_named_out(&sr);
-        const char *why = out < sizeof(left_out) / sizeof(*left_out) && left_out[out]
-                              ? left_out[out] : "";
+        const char *listed = hp_select_list_text(hp_select_named_out(&sr));
+        char why[64] = "";
+        if (listed)
+            snprintf(why, sizeof(why), " (%s)", listed);
         if (r->flags & HP_F_REQUIRE_HUGE) {
             hp_fail(HP_ENOHUGE, "no backend can serve %llu bytes with huge pages%s%s%s%s",
                     (unsigned long long)r->len, nopool, r->backend ? " from backend " : "",

@@ -174,6 +174,20 @@ uint32_t hp_select_named_out(const struct hp_select_request *req)
     return req->backend ? listed_out(req, req->backend, &pos) : HP_WHY_CANDIDATE;
 }
 
+const char *hp_select_list_text(uint32_t why)
+{
+    switch (why) {
+    case HP_WHY_EXCLUDED:
+        return "excluded by the request's exclude list";
+    case HP_WHY_EXCLUDED_ENV:
+        return "excluded by HP_BACKENDS";
+    case HP_WHY_NOT_LISTED:
+        return "not listed in HP_BACKENDS";
+    default:
+        return NULL;
+    }
+}
+
 /* Why backend b is not considered at all, or HP_WHY_CANDIDATE. */
 static uint32_t backend_out(const struct hp_select_request *req, const struct hp_select_backend *b,
                             int *pos)
@@ -456,10 +470,9 @@ static unsigned stack_ways(const struct hp_stack_request *req, const struct hp_s
             *offered = 1;
             snprintf(buf, sizeof(buf), "unavailable (%.120s)", b->caps->reason);
             no = buf;
-        } else if (out_why == HP_WHY_EXCLUDED_ENV) {
-            no = "excluded by HP_BACKENDS";
-        } else if (out_why == HP_WHY_NOT_LISTED && (!b->caps || size_index(b->caps, ps) >= 0)) {
-            no = "not listed in HP_BACKENDS";
+        } else if (out_why == HP_WHY_EXCLUDED_ENV ||
+                   (out_why == HP_WHY_NOT_LISTED && (!b->caps || size_index(b->caps, ps) >= 0))) {
+            no = hp_select_list_text(out_why);
         } else if (out_why != HP_WHY_CANDIDATE) {
             continue;  /* unprobed third party, or no such page size: not a way */
         } else {

@@ -88,6 +88,10 @@ const char *hp_select_why_name(uint32_t why);
  * or HP_BACKENDS leaves it out, else HP_WHY_CANDIDATE (also without one). */
 uint32_t hp_select_named_out(const struct hp_select_request *req);
 
+/* Which list left a backend out, in words ("excluded by HP_BACKENDS"), for
+ * HP_WHY_EXCLUDED, _EXCLUDED_ENV and _NOT_LISTED; NULL for any other why. */
+const char *hp_select_list_text(uint32_t why);
+
 /* Requested page size encoded in flags, 0 if none. */
 uint64_t hp_flags_page_size(uint64_t flags);
 

@@ -45,10 +45,8 @@ static void why_text(const struct hp_explain *ex, const struct hp_select_note *n
         snprintf(buf, cap, "excluded by --exclude");
         break;
     case HP_WHY_EXCLUDED_ENV:
-        snprintf(buf, cap, "excluded by HP_BACKENDS");
-        break;
     case HP_WHY_NOT_LISTED:
-        snprintf(buf, cap, "not listed in HP_BACKENDS");
+        snprintf(buf, cap, "%s", hp_select_list_text(n->why));
         break;
     case HP_WHY_THIRD_PARTY:
         snprintf(buf, cap, "third-party backend: used only when named (--backend, HP_BACKENDS)");

@@ -135,7 +135,7 @@ static int child_backends_exclude(void *unused)
     if (hp_alloc_ex(4096, &o) != NULL)
         return 3;
     fprintf(stderr, "# %s\n", hp_last_error_detail());
-    if (!strstr(hp_last_error_detail(), "from backend fallback (HP_BACKENDS excludes it)"))
+    if (!strstr(hp_last_error_detail(), "from backend fallback (excluded by HP_BACKENDS)"))
         return 4;
     return 0;
 }
