@@ -383,6 +383,16 @@ static int grow_across_fork(void *arg)
     return 0;
 }
 
+/* Run fn(arg) in a child process (run_in_child) and fail the test unless
+ * it exits 0; a child its own alarm ended is said to have hung. */
+static void child_exits_0(int (*fn)(void *), void *arg, const char *what)
+{
+    int st = run_in_child(fn, arg);
+    if (st == 128 + SIGALRM)
+        fprintf(stderr, "# %s hung writing its block (killed by its alarm)\n", what);
+    RT_CHECK(st == 0, "%s exited with %d", what, st);
+}
+
 static void fork_during_growth_leaves_a_writable_block(void **state)
 {
     (void)state;
@@ -390,10 +400,7 @@ static void fork_during_growth_leaves_a_writable_block(void **state)
         skip();
     rt_cache(0, 0);
     struct rt_snapshot before = rt_snap();
-    int st = run_in_child(grow_across_fork, NULL);
-    if (st == 128 + SIGALRM)
-        fprintf(stderr, "# the parent hung writing its block (killed after 20 s)\n");
-    RT_CHECK(st == 0, "the process that grew its block across a fork exited with %d", st);
+    child_exits_0(grow_across_fork, NULL, "the process that grew its block across a fork");
     rt_expect_clean(before, "fork during growth");
 }
 
@@ -485,13 +492,11 @@ static void growth_after_fork_copies_pool_pages(void **state)
         skip();
     rt_cache(0, 0);
     struct rt_snapshot before = rt_snap();
-    for (int room = 0; room < 2; room++) {
-        int st = run_in_child(grow_after_fork, room ? &room : NULL);
-        if (st == 128 + SIGALRM)
-            fprintf(stderr, "# the parent hung writing its block (killed after 20 s)\n");
-        RT_CHECK(st == 0, "the process that grew its block after a fork (pool %s) exited "
-                 "with %d", room ? "with room" : "empty", st);
-    }
+    child_exits_0(grow_after_fork, NULL, "the process that grew its block after a fork "
+                  "(pool empty)");
+    int room = 1;
+    child_exits_0(grow_after_fork, &room, "the process that grew its block after a fork "
+                  "(pool with room)");
     rt_expect_clean(before, "growth after fork");
 }
 
@@ -852,8 +857,7 @@ static void nopool_blocks_are_writable_after_fork_with_pool_empty(void **state)
         skip();
     rt_cache(0, 0);
     struct rt_snapshot before = rt_snap();
-    int st = run_in_child(nopool_after_fork, NULL);
-    RT_CHECK(st == 0, "the process with HP_F_NOPOOL blocks exited with %d", st);
+    child_exits_0(nopool_after_fork, NULL, "the process with HP_F_NOPOOL blocks");
     rt_expect_clean(before, "HP_F_NOPOOL across fork");
 }
 
