@@ -97,6 +97,19 @@ static int known_backend(const char *name)
     return 0;
 }
 
+/* --page-size, passed on as given, so in the form HP_MALLOC_PAGE_SIZE
+ * takes: digits and at most one K, M or G (parse_size alone would also take
+ * "2MiB"), a page size libhp knows. Its bytes, or 0 if it is not that. */
+static uint64_t page_size_arg(const char *s)
+{
+    const char *sfx = s + strspn(s, "0123456789");
+    uint64_t ps;
+    if ((*sfx && (sfx[1] || !strchr("kKmMgG", *sfx))) || parse_size(s, &ps) ||
+        ps > (UINT64_C(1) << 40) || !hp_page_size_flag(ps))
+        return 0;
+    return ps;
+}
+
 /* Does a backend offer page size ps without a pool? */
 static int unpooled_size(uint64_t ps)
 {
@@ -199,13 +212,8 @@ int hpctl_run(int argc, char **argv)
                 backend);
         return 2;
     }
-    /* Passed on as given: digits and at most a K, M or G, the form
-     * HP_MALLOC_PAGE_SIZE takes (parse_size alone would also take "2MiB"). */
-    uint64_t ps = 0;
-    const char *sfx = page_size ? page_size + strspn(page_size, "0123456789") : NULL;
-    if (page_size && ((*sfx && (sfx[1] || !strchr("kKmMgG", *sfx))) ||
-                      parse_size(page_size, &ps) || ps > (UINT64_C(1) << 40) ||
-                      !hp_page_size_flag(ps))) {
+    uint64_t ps = page_size ? page_size_arg(page_size) : 0;
+    if (page_size && !ps) {
         fprintf(stderr, "hpctl run: --page-size \"%s\" is not a power of two from 4K "
                         "(K/M/G suffix)\n", page_size);
         return 2;
