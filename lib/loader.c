@@ -338,16 +338,23 @@ static int named(struct dl_phdr_info *info, size_t size, void *name)
  * directory (fs/proc/base.c, proc_fd_link). glibc returns an object that
  * is already loaded under the same name without opening anything
  * (_dl_map_object), so a name in use is first made unique by moving the
- * descriptor to a higher number. */
+ * descriptor to a higher number. Once dlopen returned, the object is
+ * mapped and the descriptor is of no further use: it is closed, so that no
+ * descriptor of libhp outlives loading (a program that closes every
+ * descriptor above 2, or hands its descriptors to a child, meets none of
+ * libhp's). */
 static int load_fd(struct hp_backend *b)
 {
     char name[40];
     struct stat st, via;
+    /* Each earlier plugin keeps the name of a descriptor that is closed
+     * now, so the numbers in use as names are at most the plugins loaded
+     * so far, plus the program's own dlopen'ed /proc/self/fd names. */
     for (int tries = 0;; tries++) {
         snprintf(name, sizeof(name), "/proc/self/fd/%d", b->fd);
         if (!dl_iterate_phdr(named, name))
             break;
-        int fd = tries < 8 ? fcntl(b->fd, F_DUPFD_CLOEXEC, b->fd + 1) : -1;
+        int fd = tries < 256 ? fcntl(b->fd, F_DUPFD_CLOEXEC, b->fd + 1) : -1;
         if (fd < 0)
             return reject(b, "cannot load through %s: the name is taken", name);
         close(b->fd);
@@ -360,6 +367,8 @@ static int load_fd(struct hp_backend *b)
         return reject(b, "%s is not the opened file (/proc is not the kernel's procfs)", name);
     hp_log("loader: loading %s (as %s)", b->path, name);
     b->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    close(b->fd);
+    b->fd = -1;
     if (!b->dl)
         return reject(b, "dlopen failed: %s", dlerror());
     return 0;
@@ -595,7 +604,7 @@ static void load_all(void)
 /* When libhp itself is unloaded (dlclose), give back the table's strings,
  * which nothing can reach any more; LeakSanitizer counts them otherwise.
  * The plugins stay loaded (their code may still be running in other
- * threads at exit), and so do their descriptors. */
+ * threads at exit). */
 /* libhp's one destructor. Cached ranges go back through their backends'
  * unmap first; then each backend's fini, unless blocks are still live: a
  * later destructor of the program may still free them through that

@@ -32,8 +32,9 @@ struct hp_backend {
     void *self;                         /* the plugin's context from init, passed to
                                            every op */
     void *dl;                           /* dlopen handle, NULL if built in */
-    int fd;                             /* the plugin file, open while it is loaded
-                                           (its dlopen name is /proc/self/fd/N); -1 */
+    int fd;                             /* the plugin file while dlopen loads it (its
+                                           dlopen name is /proc/self/fd/N), closed
+                                           right after: -1 in the table */
     uint32_t kind;
     char description[128];              /* ops->description, printable ASCII, "" if NULL */
     int deferred;                       /* HP_KIND_OTHER not named yet: probe never

@@ -37,7 +37,8 @@
  * it, up to "/", obey the same owner and write rules (sticky bit or not).
  * The loader opens the file with O_NOFOLLOW, checks the open descriptor,
  * and dlopens that descriptor (/proc/self/fd/N, so /proc must be mounted):
- * constructors run only in files that passed. Order: the directories of
+ * constructors run only in files that passed. The descriptor is closed once
+ * dlopen returns; libhp holds none open afterwards. Order: the directories of
  * HP_BACKEND_PATH (a colon-separated list of absolute paths) in list order,
  * then the built-ins' directory (HP_BACKEND_DIR, default the installed
  * one), always searched, last; within each, files in byte order of name.
