@@ -145,6 +145,7 @@ struct request {
     uint64_t len, flags;
     const char *backend;
     uint32_t pin;           /* enum hp_pin the new block keeps; 0: hp_select_pin decides */
+    uint32_t excluded;      /* backends never to use, by index (a resized block's) */
     char exclude[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
     unsigned n_exclude;
 };
@@ -171,6 +172,17 @@ static void select_request(const struct request *r, struct hp_select_request *sr
 {
     hp_select_request_init(sr, r->len, r->flags, hp_os_page_size(), r->backend, r->exclude,
                            r->n_exclude, hp_options());
+    sr->excluded = r->excluded;
+}
+
+/* The backends r excludes, as the mask the block keeps (by index in c). */
+static uint32_t excluded_mask(const struct hp_core *c, const struct hp_select_request *sr)
+{
+    struct hp_select_backend names[HP_MAX_BACKENDS];
+    for (unsigned i = 0; i < c->n; i++)
+        names[i] = (struct hp_select_backend){c->backends[i].ops ? c->backends[i].name : NULL,
+                                              c->backends[i].kind, NULL};
+    return hp_select_excluded(sr, names, c->n);
 }
 
 /* The (backend, page size) pairs that may serve r, best first; 0 when there
@@ -402,6 +414,7 @@ static void *allocate(struct hp_core *c, const struct request *r)
     struct hp_select_request sr;
     select_request(r, &sr);
     blk->pinned = r->pin ? r->pin : hp_select_pin(&sr);
+    blk->excluded = excluded_mask(c, &sr);
     if (hp_registry_insert(blk) == HP_OK)
         return blk->m.addr;
     release(blk);
@@ -640,12 +653,12 @@ static struct hp_realloc_block realloc_view(const struct hp_block *b)
 /* hp_realloc_plan, with the selection's best candidate for new_size when
  * the promotion rule needs it. */
 static struct hp_realloc_plan first_step(struct hp_core *c, const struct hp_realloc_block *rb,
-                                         uint64_t new_size, uint64_t flags)
+                                         uint64_t new_size, uint64_t flags, uint32_t excluded)
 {
     struct hp_candidate cand[HP_SELECT_MAX];
     const struct hp_candidate *best = NULL;
     if (hp_realloc_may_promote(rb, new_size, hp_os_page_size())) {
-        struct request r = {.len = new_size, .flags = flags};
+        struct request r = {.len = new_size, .flags = flags, .excluded = excluded};
         if (candidates(c, &r, cand, 1) > 0)
             best = &cand[0];
     }
@@ -693,8 +706,10 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
         return NULL;
     }
     hp_set_detail("");
+    /* The options the block was allocated with govern this resize too. */
+    flags = hp_realloc_flags(work.flags, flags);
     struct hp_realloc_block rb = realloc_view(&work);
-    struct hp_realloc_plan plan = first_step(c, &rb, new_size, flags);
+    struct hp_realloc_plan plan = first_step(c, &rb, new_size, flags, work.excluded);
     int32_t rc = HP_OK;  /* of the resize, if the plan tried one */
     if (plan.step == HP_STEP_RESIZE) {
         rc = resize(&work, new_size, flags);
@@ -730,7 +745,7 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     char resize_why[200] = "";
     if (rc != HP_OK && hp_last_error_detail()[0])
         snprintf(resize_why, sizeof(resize_why), "%s", hp_last_error_detail());
-    struct request r = {.len = new_size, .flags = flags};
+    struct request r = {.len = new_size, .flags = flags, .excluded = work.excluded};
     if (plan.step == HP_STEP_COPY_WITHIN) {
         r.backend = work.backend->name;
         r.pin = work.pinned;

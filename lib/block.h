@@ -10,7 +10,7 @@ struct hp_block {
     struct hp_block *next;        /* registry hash chain */
     struct hp_backend *backend;
     struct hp_mapping m;
-    uint64_t flags;               /* HP_F_* given at allocation */
+    uint64_t flags;               /* HP_F_* in force (hp_realloc_flags) */
     uint64_t requested_page_size; /* from flags, 0 if none */
     /* Which kernel VMA lineage the memory belongs to: set when a backend
      * maps or moves it, inherited by ranges carved from it (lib/cache.h).
@@ -19,6 +19,7 @@ struct hp_block {
     uint64_t gen;                 /* hp_fork_gen() when its pages were mapped (lib/cache.h) */
     uint32_t busy;                /* an hp_realloc works on it (lib/registry.h) */
     uint32_t pinned;              /* enum hp_pin (lib/select.h): hp_realloc keeps it in its backend */
+    uint32_t excluded;            /* backends it may never move to (hp_select_excluded) */
 };
 
 /* Ask backend b for a mapping of len bytes at page_size (align and guard as

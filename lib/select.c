@@ -188,15 +188,24 @@ const char *hp_select_list_text(uint32_t why)
     }
 }
 
-/* Why backend b is not considered at all, or HP_WHY_CANDIDATE. */
+/* Whether bit index of a backend mask is set (masks cover the first 32). */
+static int in_mask(uint32_t mask, unsigned index)
+{
+    return index < 32 && ((mask >> index) & 1u);
+}
+
+/* Why backend b (at index in the backends array) is not considered at all,
+ * or HP_WHY_CANDIDATE. */
 static uint32_t backend_out(const struct hp_select_request *req, const struct hp_select_backend *b,
-                            int *pos)
+                            unsigned index, int *pos)
 {
     *pos = -1;
     if (!b->caps || !b->caps->available)
         return HP_WHY_UNAVAILABLE;
     if (req->backend && strcmp(req->backend, b->name))
         return HP_WHY_NOT_NAMED;
+    if (in_mask(req->excluded, index))
+        return HP_WHY_EXCLUDED;
     uint32_t out = listed_out(req, b->name, pos);
     if (out != HP_WHY_CANDIDATE)
         return out;
@@ -217,7 +226,7 @@ static unsigned select_noted(const struct hp_select_request *req,
         int pos;
         if (!b->name)
             continue;
-        uint32_t why = backend_out(req, b, &pos);
+        uint32_t why = backend_out(req, b, i, &pos);
         if (why == HP_WHY_CANDIDATE && n == HP_SELECT_MAX)
             why = HP_WHY_NO_ROOM;
         if (why != HP_WHY_CANDIDATE) {
@@ -302,6 +311,16 @@ void hp_select_request_init(struct hp_select_request *sr, uint64_t len, uint64_t
     };
 }
 
+uint32_t hp_select_excluded(const struct hp_select_request *sr, const struct hp_select_backend *bk,
+                            unsigned n_backends)
+{
+    uint32_t mask = sr->excluded;
+    for (unsigned i = 0; i < n_backends && i < 32; i++)
+        if (bk[i].name && name_in(bk[i].name, sr->exclude, sr->n_exclude) >= 0)
+            mask |= UINT32_C(1) << i;
+    return mask;
+}
+
 uint32_t hp_select_pin(const struct hp_select_request *sr)
 {
     if (sr->backend)
@@ -322,6 +341,14 @@ void hp_select_credit_cached(struct hp_backend_caps *caps,
             caps->available = 1;
         }
     }
+}
+
+uint64_t hp_realloc_flags(uint64_t block_flags, uint64_t call_flags)
+{
+    uint64_t sticky = block_flags & (HP_F_NOPOOL | HP_F_REQUIRE_HUGE);
+    uint64_t page = call_flags & HP_F_PAGE_SHIFT_MASK ? call_flags & HP_F_PAGE_SHIFT_MASK
+                                                      : block_flags & HP_F_PAGE_SHIFT_MASK;
+    return (call_flags & ~HP_F_PAGE_SHIFT_MASK) | sticky | page;
 }
 
 int hp_realloc_may_promote(const struct hp_realloc_block *b, uint64_t new_size,
@@ -462,7 +489,7 @@ static unsigned stack_ways(const struct hp_stack_request *req, const struct hp_s
         int pos;
         if (!b->name)
             continue;
-        uint32_t out_why = backend_out(&sr, b, &pos);
+        uint32_t out_why = backend_out(&sr, b, i, &pos);
         char buf[200];
         const char *no = NULL;
         uint32_t guaranteed = 0;

@@ -29,6 +29,8 @@ struct hp_select_request {
     const char (*only)[HP_OPT_NAME_LEN];
     unsigned n_never;             /* HP_BACKENDS "-name": never use these either */
     const char (*never)[HP_OPT_NAME_LEN];
+    uint32_t excluded;            /* bit i: never backend i of the backends array (the
+                                   * exclusions a resized block keeps, hp_select_excluded) */
 };
 
 /* A (backend, page size) pair to try, best first. */
@@ -116,6 +118,13 @@ void hp_select_request_init(struct hp_select_request *sr, uint64_t len, uint64_t
                             const char (*exclude)[HP_OPT_NAME_LEN], unsigned n_exclude,
                             const struct hp_options *env);
 
+/* The exclusions of sr as a mask over bk (bit i: backend i, the first 32):
+ * sr->excluded plus every backend the caller's exclude list names. A block
+ * keeps it, and every later resize of the block selects with it, so a
+ * backend the allocation excluded never serves the block. Pure. */
+uint32_t hp_select_excluded(const struct hp_select_request *sr, const struct hp_select_backend *bk,
+                            unsigned n_backends);
+
 /* Whether a block allocated under sr is pinned to its backend, which
  * hp_realloc then never leaves (hp_realloc_plan). */
 enum hp_pin {
@@ -177,6 +186,15 @@ struct hp_realloc_plan {
     uint32_t step;                /* enum hp_realloc_step */
     uint32_t why;                 /* enum hp_realloc_why */
 };
+
+/* The flags hp_realloc(p, n, call_flags) runs with, for a block whose flags
+ * in force are block_flags (hp/alloc.h): HP_F_NOPOOL and HP_F_REQUIRE_HUGE
+ * are sticky (once given, at allocation or at a resize, every later resize
+ * keeps them); the requested page size is the block's unless call_flags
+ * names another; HP_F_NOZERO, HP_F_POPULATE and HP_F_COLLAPSE are the
+ * call's only. The result is also what the block's flags are afterwards.
+ * Pure. */
+uint64_t hp_realloc_flags(uint64_t block_flags, uint64_t call_flags);
 
 /* Does hp_realloc_plan need the selection's best candidate for new_size
  * (the promotion rule)? Only a growing base-page block that is not pinned

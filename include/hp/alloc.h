@@ -46,8 +46,9 @@ HP_BEGIN_DECLS
  * either process may write it whatever the pool holds. THP, mTHP or base
  * pages serve instead; HP_F_REQUIRE_HUGE then means THP or mTHP. hp_realloc
  * with it copies a pool block out of the pool (a pinned pool block cannot
- * leave its backend: hp_realloc fails, the block unchanged). Since 1.3 (an
- * older libhp refuses it: HP_EFLAGS). */
+ * leave its backend: hp_realloc fails, the block unchanged); once given, it
+ * holds for every later hp_realloc of the block. Since 1.3 (an older libhp
+ * refuses it: HP_EFLAGS). */
 #define HP_F_NOPOOL       UINT64_C(0x10)
 
 /* Bits 56..61 carry log2 of a requested page size; 0 means "libhp chooses".
@@ -108,7 +109,16 @@ HP_EXTERN(int32_t) hp_free(void *p);
  * contents; the block may move. hp_realloc(NULL, n, f) is hp_alloc(n, f).
  * hp_realloc(p, 0, f) frees p and returns NULL with hp_last_error() == HP_OK.
  * On failure, returns NULL and p is untouched and still valid.
- * flags apply to the resized block (page size, HP_F_REQUIRE_HUGE, ...).
+ * The options a block was allocated with govern every later resize:
+ * - hp_alloc_opts.exclude: no resize ever moves the block to a backend the
+ *   allocation excluded (HP_BACKENDS applies to every call anyway);
+ * - hp_alloc_opts.backend pins the block (below);
+ * - HP_F_NOPOOL and HP_F_REQUIRE_HUGE are sticky: given at allocation or at
+ *   any resize, they hold for every later resize whatever its flags say
+ *   (to drop them, allocate a new block and copy);
+ * - the requested page size (HP_F_PAGE_*) is kept unless flags name another;
+ * - HP_F_NOZERO, HP_F_POPULATE and HP_F_COLLAPSE apply to this call only.
+ * hp_block_info.flags reports the flags in force after the call.
  * Bytes past the old usable size read as zero unless flags has HP_F_NOZERO.
  * Large blocks move page tables, never bytes: they grow in place (reserved
  * headroom, or the cached range right after them) or move whole to an
@@ -144,7 +154,9 @@ struct hp_block_info {
     uint64_t mapped_size;          /* bytes of address space the block holds */
     uint64_t huge_bytes;           /* bytes of the block backed by pages larger
                                       than the base page right now (measured) */
-    uint64_t flags;                /* HP_F_* the block was allocated with */
+    uint64_t flags;                /* HP_F_* in force: those of the hp_alloc or the last
+                                      hp_realloc call, with the sticky ones kept and the
+                                      page size carried (hp_realloc) */
     /* From the backend's query op (hp/backend.h), when it has one: */
     int32_t numa_node;             /* NUMA node the memory is bound to or on; -1 unknown */
     int32_t fd;                    /* descriptor backing the block (a memfd), owned by the

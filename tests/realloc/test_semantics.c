@@ -190,16 +190,29 @@ static void small_block_rules(void **state)
     p = hp_realloc(p, 5 * MIB, 0);
     RT_CHECK(p && !strcmp(rt_info(p).backend, "fallback"), "named fallback stays");
     RT_CHECK(hp_free(p) == HP_OK, "free");
-    /* A large base-page block is not copied to huge pages just for growing. */
+    /* A block whose allocation excluded every huge backend stays on base
+     * pages: the exclusions hold for every resize, even one that requires
+     * huge pages now (it fails, the block unchanged). */
     struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
     o.exclude = "hugetlbfs,thp-madvise,anon-orders";
     p = hp_alloc_ex(4 * MIB, &o);
     RT_CHECK(p && !strcmp(rt_info(p).backend, "fallback"), "excluded huge backends");
     p = hp_realloc(p, 8 * MIB, 0);
     RT_CHECK(p && !strcmp(rt_info(p).backend, "fallback"), "4 MiB base-page block stays");
-    /* ... unless the caller requires huge pages now. */
     p[0] = 42;
-    p = hp_realloc(p, 8 * MIB, HP_F_REQUIRE_HUGE);
+    RT_CHECK(hp_realloc(p, 8 * MIB, HP_F_REQUIRE_HUGE) == NULL && hp_last_error() == HP_ENOHUGE,
+             "REQUIRE_HUGE with every huge backend excluded");
+    RT_CHECK(p[0] == 42 && !strcmp(rt_info(p).backend, "fallback"), "unchanged");
+    RT_CHECK(hp_free(p) == HP_OK, "free");
+    /* A large base-page block is not copied to huge pages just for growing
+     * (here it asked for 4 KiB pages, which its resizes keep) ... */
+    p = hp_alloc(4 * MIB, HP_F_PAGE_4K);
+    RT_CHECK(p && rt_info(p).page_size == 4 * KIB, "4 KiB pages");
+    p = hp_realloc(p, 8 * MIB, 0);
+    RT_CHECK(p && rt_info(p).page_size == 4 * KIB, "8 MiB stays on 4 KiB pages");
+    /* ... unless the caller asks for huge pages now. */
+    p[0] = 42;
+    p = hp_realloc(p, 8 * MIB, HP_F_REQUIRE_HUGE | HP_F_PAGE_2M);
     RT_CHECK(p && rt_info(p).page_size >= 2 * MIB && p[0] == 42, "REQUIRE_HUGE moved it");
     RT_CHECK(hp_free(p) == HP_OK, "free");
     rt_expect_clean(before, "small blocks");

@@ -638,6 +638,67 @@ static void realloc_rules(void **state)
     assert_string_equal(hp_realloc_why_name(HP_RWHY_COUNT), "?");
 }
 
+/* The options a block keeps across resizes: HP_F_NOPOOL and
+ * HP_F_REQUIRE_HUGE stick, the page size is kept unless the call names
+ * another, the rest is the call's. */
+static void realloc_flags_rule(void **state)
+{
+    (void)state;
+    const uint64_t per_call = HP_F_NOZERO | HP_F_POPULATE | HP_F_COLLAPSE;
+    assert_int_equal(hp_realloc_flags(HP_F_NOPOOL, 0), HP_F_NOPOOL);
+    assert_int_equal(hp_realloc_flags(HP_F_REQUIRE_HUGE, 0), HP_F_REQUIRE_HUGE);
+    assert_int_equal(hp_realloc_flags(HP_F_REQUIRE_HUGE | per_call, 0), HP_F_REQUIRE_HUGE);
+    assert_int_equal(hp_realloc_flags(per_call, 0), 0);
+    assert_int_equal(hp_realloc_flags(0, per_call), per_call);
+    assert_int_equal(hp_realloc_flags(HP_F_PAGE_2M, 0), HP_F_PAGE_2M);
+    assert_int_equal(hp_realloc_flags(HP_F_PAGE_2M, HP_F_PAGE_4K), HP_F_PAGE_4K);
+    assert_int_equal(hp_realloc_flags(HP_F_PAGE_1G | HP_F_NOPOOL, HP_F_PAGE_2M | HP_F_NOZERO),
+                     HP_F_PAGE_2M | HP_F_NOPOOL | HP_F_NOZERO);
+    /* Given at a resize, they stick from then on. */
+    uint64_t f = hp_realloc_flags(0, HP_F_NOPOOL | HP_F_POPULATE);
+    assert_int_equal(f, HP_F_NOPOOL | HP_F_POPULATE);
+    assert_int_equal(hp_realloc_flags(f, 0), HP_F_NOPOOL);
+    f = hp_realloc_flags(HP_F_NOPOOL, HP_F_REQUIRE_HUGE | HP_F_PAGE_2M);
+    assert_int_equal(hp_realloc_flags(f, HP_F_NOZERO),
+                     HP_F_NOPOOL | HP_F_REQUIRE_HUGE | HP_F_PAGE_2M | HP_F_NOZERO);
+}
+
+/* A block's exclusions, kept as a mask over the backends array, leave the
+ * same backends out of every later selection as the names did. */
+static void excluded_mask_survives(void **state)
+{
+    (void)state;
+    const char names[2][HP_OPT_NAME_LEN] = {"hugetlbfs", "thp-madvise"};
+    struct hp_select_request r = req(64 * K, 0);
+    r.exclude = names;
+    r.n_exclude = 2;
+    uint32_t mask = hp_select_excluded(&r, view, NB);
+    assert_int_equal(mask, (1u << HUGETLB) | (1u << THP));
+    /* Growth to 8 MiB under the mask alone (no names): no pool, no THP. */
+    struct hp_select_request g = req(8 * M, 0);
+    g.excluded = mask;
+    check(&g, (struct expect[]){{MTHP, 64 * K}, {BASE, 4 * K}}, 2);
+    /* A name that no backend has adds nothing; an earlier mask is kept. */
+    const char other[1][HP_OPT_NAME_LEN] = {"no-such"};
+    r.exclude = other;
+    r.n_exclude = 1;
+    r.excluded = 1u << BASE;
+    assert_int_equal(hp_select_excluded(&r, view, NB), 1u << BASE);
+    /* explain says why: excluded. */
+    struct hp_candidate out[HP_SELECT_MAX];
+    struct hp_select_note notes[64];
+    unsigned n_notes = 0;
+    hp_select_explain(&g, view, NB, out, HP_SELECT_MAX, notes, 64, &n_notes);
+    int saw = 0;
+    for (unsigned i = 0; i < n_notes; i++)
+        if (notes[i].backend == HUGETLB && notes[i].page_size == 0)
+            saw = notes[i].why == HP_WHY_EXCLUDED;
+    assert_true(saw);
+    /* A named backend in the mask is left out too (and so cannot serve). */
+    g.backend = "thp-madvise";
+    check(&g, NULL, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -664,6 +725,8 @@ int main(void)
         cmocka_unit_test_setup(pool_short_by_one_page_and_cache_credit, machine),
         cmocka_unit_test_setup(third_party_hugetlb_kind_is_automatic, machine),
         cmocka_unit_test(realloc_rules),
+        cmocka_unit_test(realloc_flags_rule),
+        cmocka_unit_test_setup(excluded_mask_survives, machine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
