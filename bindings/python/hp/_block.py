@@ -5,17 +5,22 @@ garbage collection can never leave a view on freed memory.
 """
 
 import operator
+import os
 import re
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Union, overload
 
 from . import _buffer
+from ._args import SIZE_MAX, bounded, switch
 from ._errors import ClosedError, check, error_from_code, last_error
 from ._lib import _free, ffi, lib, string
 
-_SIZE_MAX = (1 << (8 * ffi.sizeof("size_t"))) - 1
+if TYPE_CHECKING:
+    from ._stack import Stack, StackInfo
+
+_SIZE_MAX = SIZE_MAX
 _PIN_NAMES = {lib.HP_BLOCK_PIN_NONE: "none", lib.HP_BLOCK_PIN_NAMED: "named",
               lib.HP_BLOCK_PIN_ENV: "env"}
 
@@ -30,7 +35,8 @@ class BlockInfo:
     usable_size: int           #: bytes usable (len(block) rounded up to pages)
     mapped_size: int           #: bytes of address space the block holds
     huge_bytes: int            #: bytes backed by huge pages right now (measured)
-    flags: int                 #: HP_F_* the block was allocated with
+    flags: int                 #: HP_F_* in force (those it was allocated with; a
+                               #: resize keeps F_NOPOOL, F_REQUIRE_HUGE and the page size)
     numa_node: int = -1        #: NUMA node of its first page (backend's query); -1 unknown
     fd: int = -1               #: descriptor backing it (a memfd), owned by the backend; -1 none
     fd_offset: int = 0         #: offset of the block's start in fd
@@ -67,7 +73,6 @@ class Block(_buffer.Exporter):
 
     __slots__ = ("_len", "_flags", "_lock", "__weakref__")
     _owner: Any
-    _view: Any
     _len: Optional[int]
     _flags: int
     _lock: threading.Lock
@@ -149,6 +154,12 @@ class Block(_buffer.Exporter):
         """The same as ``block.buf``."""
         return self.buf
 
+    @overload
+    def __getitem__(self, key: int) -> int: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> bytes: ...
+
     def __getitem__(self, key: Union[int, slice]) -> Union[int, bytes]:
         with self._lock:
             self._require_open()
@@ -175,8 +186,9 @@ class Block(_buffer.Exporter):
         The memory may move (the old range then goes back to libhp, see
         close()), so resize() raises BufferError while any export is alive.
         On failure the block is unchanged and the libhp error is raised. The
-        block keeps the options it was allocated with (page size,
-        require_huge, ...).
+        block keeps the options it was allocated with (page_size, backend,
+        exclude, pool, require_huge, populate, zero): libhp keeps the first
+        four for every resize of a block whatever the call says (hp_realloc).
         """
         size = _check_size(size)
         if size == 0:
@@ -253,30 +265,49 @@ def _info_at(ptr: Any) -> BlockInfo:
                      info.numa_node, info.fd, info.fd_offset, _PIN_NAMES.get(info.pin, "none"))
 
 
-def info(obj: Any) -> BlockInfo:
+@overload
+def info(obj: "Stack") -> "StackInfo": ...  # type: ignore[misc]  # a Stack is also Any
+
+
+@overload
+def info(obj: Any) -> BlockInfo: ...
+
+
+def info(obj: Any) -> Union[BlockInfo, "StackInfo"]:
     """BlockInfo of the libhp block that obj's memory starts at.
 
     obj is a Block, a numpy array (hp.empty/hp.zeros, or an array numpy
     allocated under hp.numpy_allocator), or any buffer whose first byte is
-    the start of a libhp block. Raises ForeignPointerError for memory libhp
-    did not allocate, InteriorPointerError for a view that starts inside one.
+    the start of a libhp block; for an hp.Stack it is stack.info() (a
+    StackInfo). Raises ForeignPointerError for memory libhp did not
+    allocate, InteriorPointerError for a view that starts inside one, and
+    TypeError for an object that is none of these.
     """
-    if isinstance(obj, Block):
+    from ._stack import Stack
+
+    if isinstance(obj, (Block, Stack)):
         return obj.info()
     iface = getattr(obj, "__array_interface__", None)
     if iface is not None:
         address = iface["data"][0]
     else:
-        with memoryview(obj) as v:
+        try:
+            view = memoryview(obj)
+        except TypeError:
+            raise TypeError("hp.info() takes an hp.Block, an hp.Stack, a numpy array or a "
+                            f"buffer (bytes-like object), not {type(obj).__name__}") from None
+        with view as v:
+            if v.nbytes == 0:
+                raise error_from_code(lib.HP_EFOREIGN, "hp.info(): an empty buffer starts "
+                                      "at no libhp block")
             address = int(ffi.cast("uintptr_t", ffi.from_buffer(v)))
     return _info_at(ffi.cast("void *", address))
 
 
-def _check_size(size: int) -> int:
-    size = operator.index(size)
-    if size < 0 or size > _SIZE_MAX:
-        raise error_from_code(lib.HP_ESIZE, f"size {size} is outside 0..{_SIZE_MAX}")
-    return size
+def _check_size(size: Any, name: str = "size") -> int:
+    """size as an int of 0..SIZE_MAX (SizeError past it, TypeError for a
+    bool, float, str, ...)."""
+    return bounded(size, name, 0, _SIZE_MAX, lib.HP_ESIZE)
 
 
 _PAGE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -304,19 +335,35 @@ def _page_size_flag(page_size: Union[int, str]) -> int:
 
 def _flags(page_size: Union[int, str, None], require_huge: bool, populate: bool,
            collapse: bool, zero: bool, pool: bool = True) -> int:
-    """HP_F_* bits for alloc()'s keyword arguments."""
-    flags = 0 if pool else lib.HP_F_NOPOOL
-    if require_huge:
+    """HP_F_* bits for alloc()'s keyword arguments (each switch True or
+    False, else TypeError)."""
+    flags: int = 0 if switch(pool, "pool") else int(lib.HP_F_NOPOOL)
+    if switch(require_huge, "require_huge"):
         flags |= lib.HP_F_REQUIRE_HUGE
-    if populate:
+    if switch(populate, "populate"):
         flags |= lib.HP_F_POPULATE
-    if collapse:
+    if switch(collapse, "collapse"):
         flags |= lib.HP_F_COLLAPSE
-    if not zero:
+    if not switch(zero, "zero"):
         flags |= lib.HP_F_NOZERO
     if page_size is not None:
         flags |= _page_size_flag(page_size)
     return flags
+
+
+def _exclude_names(exclude: Union[str, Iterable[str]]) -> List[str]:
+    """exclude as a list of names: "a,b", or an iterable of str."""
+    if isinstance(exclude, str):
+        return exclude.split(",")
+    if isinstance(exclude, (bytes, bytearray)) or not hasattr(exclude, "__iter__"):
+        raise TypeError("exclude must be a str like \"a,b\" or an iterable of str, not "
+                        f"{type(exclude).__name__}")
+    names = list(exclude)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"exclude: every name must be a str, not {type(name).__name__} "
+                            f"({name!r})")
+    return names
 
 
 def _c_name(value: Any, what: str) -> Any:
@@ -363,7 +410,7 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
         c_backend = _c_name(backend, "backend")
         opts.backend = c_backend
     if exclude is not None:
-        names = exclude.split(",") if isinstance(exclude, str) else list(exclude)
+        names = _exclude_names(exclude)
         for name in names:
             _c_name(name, "exclude")
         _check_known(name.strip() for name in names if name.strip())
@@ -433,6 +480,14 @@ def _why_no_backend(detail: str, size: int, page_size: Union[int, str, None],
     wanted = _page_bytes(page_size) if page_size is not None else None
     found = [b for b in backends() if backend is None or b.name == backend]
     parts = []
+    base = os.sysconf("SC_PAGESIZE")
+    huge = sorted({ps for b in found if b.available for ps in b.page_sizes if ps > base})
+    if wanted is None and huge and huge[0] > size:
+        # The selection takes a page larger than the block only when asked
+        # (README "Selection"): that, not a pool, is why nothing fits.
+        parts.append(f"the smallest huge page offered, {_size_text(huge[0])}, is larger than "
+                     f"the {size}-byte block, and a page larger than the block is used only "
+                     "when page_size asks for it")
     if wanted is not None:
         offered = sorted({ps for b in found if b.available for ps in b.page_sizes})
         text = f"page size {_size_text(wanted)} was requested for {size} bytes"
@@ -445,9 +500,11 @@ def _why_no_backend(detail: str, size: int, page_size: Union[int, str, None],
             if b.reason not in detail:
                 parts.append(f"{b.name}: unavailable ({b.reason})")
             continue
+        # Only pools that are short: a pool with the pages is not the reason.
         pools = [f"{_size_text(ps)} pool has {free} free page(s), {-(-size // ps)} needed"
                  for ps, free in zip(b.page_sizes, b.pool_free)
-                 if free is not None and (wanted is None or ps == wanted)]
+                 if free is not None and (wanted is None or ps == wanted)
+                 and free < -(-size // ps)]
         if pools:
             parts.append(f"{b.name}: " + "; ".join(pools))
     return "; " + "; ".join(parts) if parts else ""

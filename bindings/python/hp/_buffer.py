@@ -33,6 +33,12 @@ number of live exports is therefore the exporter's reference count minus the
 Block's own reference: exact on CPython, whatever holds the export, because
 even a bare ``view.obj`` kept by the caller counts.
 
+The Block itself holds no reference to its exporter: the exporter lives in a
+module-level table under the Block's id, and the entry goes when the Block
+does (``__del__``). So nothing reachable from the Block --
+``gc.get_referents(block)``, its slots -- can be mistaken for an export;
+only the table's own reference is subtracted.
+
 close() and resize() take the block's lock (which ``.buf`` takes too, so no
 new export can start meanwhile), count, and raise BufferError if anything is
 left, changing nothing; otherwise the memory is freed or moved with no way
@@ -41,20 +47,44 @@ exporter still owns the memory and it is freed when the last export goes.
 """
 
 import sys
-from typing import Any
+from typing import Any, Dict
+
+#: id(exporting object) -> its exporter. Entries are only set and removed
+#: under the object's lock or by its __del__; dict operations are atomic.
+_EXPORTERS: Dict[int, Any] = {}
 
 
 class Exporter:
     """Base of types whose memory is exported through ``_view``."""
 
-    __slots__ = ("_owner", "_view")
+    __slots__ = ("_owner",)
     _owner: Any
-    _view: Any
+
+    @property
+    def _view(self) -> Any:
+        return _EXPORTERS.get(id(self))
+
+    @_view.setter
+    def _view(self, view: Any) -> None:
+        if view is None:
+            _EXPORTERS.pop(id(self), None)
+        else:
+            _EXPORTERS[id(self)] = view
+
+    def __del__(self) -> None:
+        # A dead object's id may be reused at once: its entry goes first.
+        # (At interpreter shutdown the table may already be gone.)
+        table = _EXPORTERS
+        if table is not None:
+            table.pop(id(self), None)
 
 
 def exports(obj: Exporter) -> int:
     """How many buffer exports of obj's memory are alive right now."""
-    return sys.getrefcount(obj._view) - _BASE
+    view = _EXPORTERS.get(id(obj))
+    if view is None:
+        return 0
+    return sys.getrefcount(view) - _BASE
 
 
 def _calibrate() -> bool:
@@ -70,7 +100,9 @@ def _calibrate() -> bool:
     mv.release()
     ok = ok and exports(probe) == 1
     part.release()
-    return ok and exports(probe) == 0
+    ok = ok and exports(probe) == 0
+    del probe
+    return ok and not _EXPORTERS
 
 
 _BASE = 0

@@ -12,10 +12,16 @@ unmapped by close() itself. Hugetlb memory from before a fork is never
 reused (README, "Fork").
 """
 
+import threading
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
+from ._args import U64_MAX, bounded
 from ._errors import check
 from ._lib import ffi, lib, string
+
+#: Serialises cache_configure's read-modify-write among Python threads.
+_configure_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class CacheStats:
     idle_ms: int
     pool_idle_ms: int
     reaper_running: bool  #: the background release thread exists now
-    entries: tuple       #: CacheEntry per backend and page size
+    entries: Tuple[CacheEntry, ...]  #: per backend and page size
 
 
 def cache_stats() -> CacheStats:
@@ -63,12 +69,31 @@ def cache_trim() -> None:
     check(lib.hp_cache_trim())
 
 
-def cache_configure(*, max_bytes: int, idle_ms: int = lib.HP_CACHE_DEFAULT_IDLE_MS,
-                    pool_idle_ms: int = lib.HP_CACHE_DEFAULT_POOL_IDLE_MS) -> None:
-    """Set the cache limits (max_bytes=0 turns it off) and apply them at once."""
-    cfg = ffi.new("struct hp_cache_config *")
-    cfg.size = ffi.sizeof("struct hp_cache_config")
-    cfg.max_bytes = max_bytes
-    cfg.idle_ms = idle_ms
-    cfg.pool_idle_ms = pool_idle_ms
-    check(lib.hp_cache_configure(cfg))
+def cache_configure(*, max_bytes: Optional[int] = None, idle_ms: Optional[int] = None,
+                    pool_idle_ms: Optional[int] = None) -> None:
+    """Change the cache limits that are passed, keep the others, and apply
+    them at once (hp_cache_configure).
+
+    max_bytes   bytes the cache may hold, 0 to 2**46 (0 turns it off)
+    idle_ms     non-hugetlb memory idle this long is released, 0 (never for
+                being idle) to 86400000 (one day)
+    pool_idle_ms  the same for hugetlb pool pages
+
+    Each is an int (not a bool, float or str: TypeError); a value out of its
+    range raises OutOfRangeError (a ValueError), and nothing changes.
+    """
+    new = {
+        "max_bytes": None if max_bytes is None else bounded(
+            max_bytes, "max_bytes", 0, min(lib.HP_CACHE_MAX_BYTES, U64_MAX), lib.HP_ERANGE),
+        "idle_ms": None if idle_ms is None else bounded(
+            idle_ms, "idle_ms", 0, lib.HP_CACHE_MAX_IDLE_MS, lib.HP_ERANGE),
+        "pool_idle_ms": None if pool_idle_ms is None else bounded(
+            pool_idle_ms, "pool_idle_ms", 0, lib.HP_CACHE_MAX_IDLE_MS, lib.HP_ERANGE),
+    }
+    with _configure_lock:
+        now = cache_stats()
+        cfg = ffi.new("struct hp_cache_config *")
+        cfg.size = ffi.sizeof("struct hp_cache_config")
+        for field, value in new.items():
+            setattr(cfg, field, getattr(now, field) if value is None else value)
+        check(lib.hp_cache_configure(cfg))

@@ -75,8 +75,9 @@ class NotSupportedError(HugePageError):
     """HP_ENOTSUP: the operation is not supported."""
 
 
-class OutOfRangeError(HugePageError, IndexError):
-    """HP_ERANGE: an index or value is out of range."""
+class OutOfRangeError(HugePageError, IndexError, ValueError):
+    """HP_ERANGE: an index or value is out of range (an IndexError for an
+    index, a ValueError for a setting: it is both)."""
 
 
 class OSCallError(HugePageError, OSError):

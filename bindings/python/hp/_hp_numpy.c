@@ -248,10 +248,25 @@ static PyObject *handler_capsule;
 static PyObject *configure(PyObject *self, PyObject *args)
 {
     const char *path;
-    unsigned long long alloc_addr, min_size, flags;
+    PyObject *addr_obj, *min_obj, *flags_obj;
     (void)self;
-    if (!PyArg_ParseTuple(args, "sKKK", &path, &alloc_addr, &min_size, &flags))
+    /* "K" would wrap an int past 2^64 silently (2**64 + 5 becoming 5):
+     * PyLong_AsUnsignedLongLong refuses it with OverflowError instead. */
+    if (!PyArg_ParseTuple(args, "sO!O!O!", &path, &PyLong_Type, &addr_obj, &PyLong_Type,
+                          &min_obj, &PyLong_Type, &flags_obj))
         return NULL;
+    unsigned long long alloc_addr = PyLong_AsUnsignedLongLong(addr_obj);
+    if (alloc_addr == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    unsigned long long min_size = PyLong_AsUnsignedLongLong(min_obj);
+    if (min_size == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    unsigned long long flags = PyLong_AsUnsignedLongLong(flags_obj);
+    if (flags == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (min_size == 0 || min_size > SIZE_MAX)
+        return PyErr_Format(PyExc_ValueError, "min_size %llu is out of range 1..%zu", min_size,
+                            (size_t)SIZE_MAX);
     if (!hpn.dl) {
         void *dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
         if (!dl)
@@ -271,7 +286,7 @@ static PyObject *configure(PyObject *self, PyObject *args)
         hpn.free = f;
         hpn.dl = dl;
     }
-    atomic_store(&hpn.min_size, (size_t)(min_size ? min_size : 1));
+    atomic_store(&hpn.min_size, (size_t)min_size);
     atomic_store(&hpn.flags, (uint64_t)flags);
     Py_INCREF(handler_capsule);
     return handler_capsule;

@@ -13,7 +13,7 @@ _IntEnum: Any = enum.IntEnum   # built from the cdef at run time: opaque to mypy
 BackendKind: Any = _IntEnum("BackendKind", {
     name[len("HP_KIND_"):]: value
     for name, value in sorted(ffi.typeof("enum hp_backend_kind").relements.items(),
-                              key=lambda item: item[1])
+                              key=lambda item: int(item[1]))
 }, module=__name__)
 
 _UNPOOLED = (1 << 64) - 1

@@ -80,10 +80,29 @@ def _load() -> Tuple[Any, str, List[str]]:
                       f"to the path of {SONAME}", name="hp")
 
 
+def _check_symbols(loaded: Any, where: str) -> None:
+    """ImportError (one line, like _load's) unless every function the
+    bindings declare resolves in the loaded file: a file that is not libhp,
+    or a libhp older than the bindings, is refused here rather than failing
+    with AttributeError at its first call."""
+    missing = []
+    for name in dir(loaded):
+        try:
+            getattr(loaded, name)
+        except AttributeError:
+            missing.append(name)
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more"
+                                          if len(missing) > 4 else "")
+        raise ImportError(f"hp: {where} is not a libhp these bindings can use: it lacks "
+                          f"{shown}", name="hp")
+
+
 lib: Any
 LIBRARY: str
 SEARCHED: List[str]
 lib, LIBRARY, SEARCHED = _load()
+_check_symbols(lib, SEARCHED[-1])
 
 if lib.hp_version() // 10000 != lib.HP_VERSION_MAJOR:  # pragma: no cover
     raise ImportError(

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
+from ._args import U64_MAX, bounded, switch
 from ._block import _check_size
 from ._errors import ClosedError, check, last_error
 from ._introspect import _kind
@@ -89,7 +90,7 @@ class Stack:
     @property
     def size(self) -> int:
         """Usable bytes from base."""
-        return lib.hp_stack_size(self._live())
+        return int(lib.hp_stack_size(self._live()))
 
     def info(self) -> StackInfo:
         with self._lock:
@@ -135,36 +136,58 @@ def stack(size: int, *, huge: bool = False, hugetlb: bool = False, thp: bool = F
     nor caches it; guard_size is the PROT_NONE guard below it (0: one page).
     """
     size = _check_size(size)
+    guard = _check_size(guard_size, "guard_size")
     flags = 0
-    for wanted, bit in ((huge, lib.HP_STACK_HUGE), (hugetlb, lib.HP_STACK_HUGETLB),
-                        (thp, lib.HP_STACK_THP), (allow_lean, lib.HP_STACK_ALLOW_LEAN),
-                        (populate, lib.HP_STACK_POPULATE), (not cache, lib.HP_STACK_NOCACHE)):
-        if wanted:
+    for wanted, name, bit in ((huge, "huge", lib.HP_STACK_HUGE),
+                              (hugetlb, "hugetlb", lib.HP_STACK_HUGETLB),
+                              (thp, "thp", lib.HP_STACK_THP),
+                              (allow_lean, "allow_lean", lib.HP_STACK_ALLOW_LEAN),
+                              (populate, "populate", lib.HP_STACK_POPULATE)):
+        if switch(wanted, name):
             flags |= bit
+    if not switch(cache, "cache"):
+        flags |= lib.HP_STACK_NOCACHE
     opts = ffi.new("struct hp_stack_opts *")
     opts.size = ffi.sizeof("struct hp_stack_opts")
     opts.flags = flags
-    opts.guard_size = _check_size(guard_size)
+    opts.guard_size = guard
     handle = lib.hp_stack_create_ex(size, opts)
     if handle == ffi.NULL:
         raise last_error()
     return Stack._adopt(handle)
 
 
-def stack_cache_configure(*, max_stacks: int = lib.HP_STACK_CACHE_DEFAULT_STACKS,
-                          max_bytes: int = lib.HP_STACK_CACHE_DEFAULT_BYTES,
-                          keep_bytes: int = lib.HP_STACK_CACHE_DEFAULT_KEEP_BYTES) -> None:
-    """Configure the stack cache (defaults: libhp's); trims it at once.
+#: Serialises stack_cache_configure's read-modify-write among Python threads.
+_configure_lock = threading.Lock()
 
-    max_stacks=0 turns the cache off; max_bytes bounds the usable bytes of
-    cached stacks; keep_bytes of those keep their pages (0: give all back).
+
+def stack_cache_configure(*, max_stacks: Optional[int] = None, max_bytes: Optional[int] = None,
+                          keep_bytes: Optional[int] = None) -> None:
+    """Change the stack cache settings that are passed, keep the others, and
+    trim the cache to them at once (hp_stack_cache_configure).
+
+    max_stacks  cached stacks at most, 0 to 16384 (0 turns the cache off)
+    max_bytes   bound on the usable bytes of cached stacks, 0 to 2**64 - 1
+    keep_bytes  of those, bytes that keep their pages (0: give all back)
+
+    Each is an int (TypeError otherwise); out of range raises OutOfRangeError
+    (a ValueError), and nothing changes.
     """
-    cfg = ffi.new("struct hp_stack_cache_config *")
-    cfg.size = ffi.sizeof("struct hp_stack_cache_config")
-    cfg.max_stacks = _check_size(max_stacks)
-    cfg.max_bytes = _check_size(max_bytes)
-    cfg.keep_bytes = _check_size(keep_bytes)
-    check(lib.hp_stack_cache_configure(cfg))
+    new = {
+        "max_stacks": None if max_stacks is None else bounded(
+            max_stacks, "max_stacks", 0, lib.HP_STACK_CACHE_MAX_STACKS, lib.HP_ERANGE),
+        "max_bytes": None if max_bytes is None else bounded(
+            max_bytes, "max_bytes", 0, U64_MAX, lib.HP_ERANGE),
+        "keep_bytes": None if keep_bytes is None else bounded(
+            keep_bytes, "keep_bytes", 0, U64_MAX, lib.HP_ERANGE),
+    }
+    with _configure_lock:
+        now = stack_cache_stats()
+        cfg = ffi.new("struct hp_stack_cache_config *")
+        cfg.size = ffi.sizeof("struct hp_stack_cache_config")
+        for field, value in new.items():
+            setattr(cfg, field, getattr(now, field) if value is None else value)
+        check(lib.hp_stack_cache_configure(cfg))
 
 
 def stack_cache_stats() -> StackCacheStats:

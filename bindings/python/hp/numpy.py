@@ -10,8 +10,22 @@ from hp_alloc (calloc-style requests zeroed by libhp, malloc-style ones
 with HP_F_NOZERO, as malloc does not clear); ``ndarray.resize`` of such an
 array goes through hp_realloc, which moves page tables instead of bytes.
 Smaller buffers, and any request libhp cannot serve, go to numpy's default
-handler. An array keeps the handler it was allocated with, so arrays made
-under it stay valid, and are freed by libhp, after uninstall().
+handler.
+
+Fork: the handler keeps arrays out of every hugetlb pool (HP_F_NOPOOL) unless
+``pool=True``. An array made before ``os.fork()`` (``multiprocessing``'s
+default start method on Linux) is written by children its author never
+thinks about; on private pool pages each such write needs a free pool page
+and dies of SIGBUS without one (Documentation/mm/hugetlbfs_reserv.rst).
+THP, mTHP and base pages have no such rule, so by default a child may write
+every inherited array however empty the pool is. ``pool=True`` puts large
+arrays on the pool when it has free pages: only for programs that never
+write inherited arrays in a forked child, or keep enough pool pages free
+for every page the children write. libhp keeps the flag through
+``ndarray.resize`` (hp_realloc).
+
+An array keeps the handler it was allocated with, so arrays made under it
+stay valid, and are freed by libhp, after uninstall().
 Freed buffers go back to libhp, whose cache may hand the same range to the
 next large allocation (see "Cache" in the libhp README).
 
@@ -26,9 +40,9 @@ binding loaded (``hp.status()["library"]``), never another copy.
 
 import contextlib
 import contextvars
-import operator
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
+from ._args import SIZE_MAX, bounded
 from ._block import _flags
 from ._lib import ffi, lib, library_path
 
@@ -55,24 +69,28 @@ def _extension() -> Any:
 
 
 def _configure(min_size: int, page_size: Union[int, str, None], require_huge: bool,
-               populate: bool, flags: Optional[int] = None) -> Any:
-    min_size = operator.index(min_size)
-    if min_size < 1:
-        raise ValueError(f"min_size must be at least 1 byte, not {min_size}")
+               populate: bool, pool: bool, flags: Optional[int] = None) -> Any:
+    """The handler capsule, with the settings checked and applied (every
+    argument is checked before anything changes)."""
+    min_size = bounded(min_size, "min_size", 1, SIZE_MAX, lib.HP_ERANGE)
     if flags is None:
-        flags = _flags(page_size, require_huge, populate, False, True)
+        flags = _flags(page_size, require_huge, populate, False, True, pool)
     address = int(ffi.cast("uintptr_t", ffi.addressof(lib, "hp_alloc")))
     return _extension().configure(library_path(), address, min_size, flags)
 
 
 def install(min_size: int = DEFAULT_MIN_SIZE, *, page_size: Union[int, str, None] = None,
-            require_huge: bool = False, populate: bool = False) -> None:
+            require_huge: bool = False, populate: bool = False, pool: bool = False) -> None:
     """Make numpy allocate array buffers of min_size bytes or more from libhp,
     in the calling thread or task, until uninstall(). Calling it again only
     changes the settings (they are process-wide). page_size, require_huge and
     populate are hp.alloc's; with require_huge, buffers libhp cannot put on
-    huge pages come from numpy's default allocator instead."""
-    handler = _configure(min_size, page_size, require_huge, populate)
+    huge pages come from numpy's default allocator instead. pool=False (the
+    default) keeps arrays off hugetlb pools, so that forked children may
+    write inherited arrays (see the module's documentation); pool=True lets
+    them take pool pages. min_size is an int from 1 to SIZE_MAX, the
+    switches True or False: anything else raises before anything changes."""
+    handler = _configure(min_size, page_size, require_huge, populate, pool)
     previous = _extension().set_handler(handler)
     if previous is not handler:
         _saved.set(_saved.get() + (previous,))
@@ -88,8 +106,12 @@ def uninstall() -> None:
 
 
 def installed() -> bool:
-    """True if numpy allocates through libhp in this thread or task."""
-    import numpy as np
+    """True if numpy allocates through libhp in this thread or task (False
+    when numpy is not installed at all)."""
+    try:
+        import numpy as np
+    except ImportError:
+        return False
 
     multiarray: Any = np.core.multiarray
     return bool(multiarray.get_handler_name() == "libhp")
@@ -97,19 +119,20 @@ def installed() -> bool:
 
 @contextlib.contextmanager
 def allocator(min_size: int = DEFAULT_MIN_SIZE, *, page_size: Union[int, str, None] = None,
-              require_huge: bool = False, populate: bool = False) -> Iterator[None]:
+              require_huge: bool = False, populate: bool = False,
+              pool: bool = False) -> Iterator[None]:
     """``with hp.numpy_allocator(min_size=...):`` install() for the block,
     then restore the handler (and settings) that were in force before."""
     ext = _extension()
     before = ext.stats()
-    handler = _configure(min_size, page_size, require_huge, populate)
+    handler = _configure(min_size, page_size, require_huge, populate, pool)
     previous = ext.set_handler(handler)
     try:
         yield
     finally:
         ext.set_handler(previous)
         if previous is handler:
-            _configure(before["min_size"], None, False, False, before["flags"])
+            _configure(before["min_size"], None, False, False, False, before["flags"])
 
 
 def stats() -> Dict[str, int]:

@@ -98,6 +98,19 @@ def smaps_huge_bytes(address, length):
     /proc/self/smaps: AnonHugePages (THP) plus Private_ and Shared_Hugetlb
     (1 GiB private pages sometimes show up as shared) of every mapping that
     overlaps the range, each capped at its overlap."""
+    return smaps_bytes(address, length, ("AnonHugePages", "Private_Hugetlb", "Shared_Hugetlb"))
+
+
+def smaps_hugetlb_bytes(address, length):
+    """Bytes of [address, address + length) on hugetlb (pool) pages, from
+    /proc/self/smaps (Private_ and Shared_Hugetlb)."""
+    return smaps_bytes(address, length, ("Private_Hugetlb", "Shared_Hugetlb"))
+
+
+def smaps_bytes(address, length, names):
+    """The sum of the smaps fields names (kB lines, as bytes) over every
+    mapping that overlaps [address, address + length), each mapping's sum
+    capped at its overlap."""
     total = 0
     lo = hi = 0
     fields = {}
@@ -106,9 +119,7 @@ def smaps_huge_bytes(address, length):
         nonlocal total
         if hi > address and lo < address + length:
             overlap = min(hi, address + length) - max(lo, address)
-            huge = (fields.get("AnonHugePages", 0) + fields.get("Private_Hugetlb", 0)
-                    + fields.get("Shared_Hugetlb", 0))
-            total += min(huge, overlap)
+            total += min(sum(fields.get(name, 0) for name in names), overlap)
 
     with open("/proc/self/smaps") as smaps:
         for line in smaps:

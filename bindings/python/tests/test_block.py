@@ -184,7 +184,7 @@ def test_alloc_too_large_raises_size_error():
 
 
 def test_alloc_negative_or_non_int_size():
-    with pytest.raises(hp.SizeError, match="outside"):
+    with pytest.raises(hp.SizeError, match="out of range"):
         hp.alloc(-1)
     with pytest.raises(TypeError):
         hp.alloc("4096")

@@ -241,3 +241,23 @@ def test_fork_child_allocates_and_frees_under_the_handler(np, handler):
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert not a.any()                          # the parent's copy is its own
+
+
+def test_numpy_default_allocator_advises_malloc_arrays_only(np):
+    """What the README says of numpy without the handler: np.ones (malloc,
+    which numpy advises MADV_HUGEPAGE from 4 MiB) lands on THP under
+    THP=madvise, np.zeros (calloc, unadvised) does not."""
+    import pathlib
+    need_thp()
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+        mode = f.read()
+    need("[madvise]" in mode, f"THP is not in madvise mode: {mode.strip()}")
+    ones, zeros = np.ones(1 << 23), np.zeros(1 << 23)    # 64 MiB each
+    zeros[:] = 1.0
+    huge_ones = smaps_huge_bytes(address_of(ones), ones.nbytes)
+    huge_zeros = smaps_huge_bytes(address_of(zeros), zeros.nbytes)
+    print(f"numpy's default: np.ones {huge_ones >> 20} MiB huge, np.zeros "
+          f"{huge_zeros >> 20} MiB huge, of 64 MiB each")
+    assert huge_ones >= 32 << 20 and huge_zeros == 0
+    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert "**not `np.zeros`**" in readme
