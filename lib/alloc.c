@@ -9,6 +9,7 @@
 #include "os.h"
 #include "registry.h"
 #include "select.h"
+#include "stack.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -89,6 +90,16 @@ static const char *mapping_fault(const struct hp_mapping *m, uint64_t len, uint6
     return NULL;
 }
 
+int32_t hp_backend_status(const struct hp_backend *b, const char *op, int rc)
+{
+    if (rc == HP_OK)
+        return HP_OK;
+    if (rc < 0 && strcmp(hp_error_name(rc), "HP_UNKNOWN") != 0)
+        return rc;  /* the plugin's detail stays */
+    return hp_fail(HP_EBACKEND, "backend %s: %s returned unknown status %d (not an hp_error "
+                   "code)", b->name, op, rc);
+}
+
 int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
                        uint64_t align, uint64_t guard, struct hp_mapping *m)
 {
@@ -96,9 +107,7 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
     memset(m, 0, sizeof(*m));
     m->size = sizeof(*m);
     hp_set_detail("");
-    int rc = b->ops->map(b->self, &req, m);
-    if (rc > 0)
-        return hp_fail(HP_EBACKEND, "backend %s returned unknown status %d", b->name, rc);
+    int32_t rc = hp_backend_status(b, "map", b->ops->map(b->self, &req, m));
     if (rc != HP_OK)
         return rc;
     const char *fault = mapping_fault(m, len, page_size, align, guard);
@@ -254,8 +263,8 @@ static int32_t advise(struct hp_block *blk, uint64_t flags)
     int (*op)(void *, const struct hp_mapping *, uint64_t) = HP_OP(blk->backend->ops, advise);
     if (!op || !(flags & (HP_F_POPULATE | HP_F_COLLAPSE)))
         return HP_OK;
-    int rc = op(blk->backend->self, &blk->m, flags & (HP_F_POPULATE | HP_F_COLLAPSE));
-    return rc == HP_OK ? HP_OK : (rc < 0 ? rc : HP_EBACKEND);
+    return hp_backend_status(blk->backend, "advise",
+                             op(blk->backend->self, &blk->m, flags & (HP_F_POPULATE | HP_F_COLLAPSE)));
 }
 
 /* A block carved from the cache for candidate (b, page_size), or NULL. */
@@ -550,26 +559,177 @@ HP_EXTERN(int32_t) hp_free(void *p)
     return rc;
 }
 
+/* What a resize through the backend's remap left of the block. */
+enum remap_left {
+    REMAP_KEPT,       /* the block is b->m: the result, checked, or the block as it was */
+    REMAP_MOVED,      /* a broken result was followed: b->m is the block, checked, at an
+                       * address the plugin chose, with its old length */
+    REMAP_LOST,       /* the plugin took the block's memory away: nothing to copy from */
+};
+
+/* 1 if [p, p + len) can be a mapping of this process: page-aligned, of a
+ * size no block reaches, not wrapping around. */
+static int plausible(const void *p, uint64_t len)
+{
+    uintptr_t a = (uintptr_t)p;
+    return a && !(a & (hp_os_page_size() - 1)) && len && len <= 2 * HP_MAX_LEN &&
+           a + len > a;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t unit)
+{
+    return (v + unit - 1) / unit * unit;
+}
+
+/* 1 if [p, p + len) overlaps memory libhp knows to be another block's, a
+ * stack's or the cache's (resizing: the block whose remap went wrong). */
+static int others_memory(const void *p, uint64_t len, const void *resizing)
+{
+    return hp_registry_overlaps(p, len, resizing) || hp_cache_overlaps(p, len) ||
+           hp_stack_table_overlaps(p, len);
+}
+
+/* A remap returned a mapping that breaks a rule of hp/backend.h (what says
+ * which), or failed after moving or unmapping the block: the block's pages
+ * are found before anything is done with them, and the block is left
+ * where the caller has it, or the call fails.
+ *   - The block is still mapped at its address: the result is dropped (a
+ *     separate mapping of the plugin's goes back through its unmap; one
+ *     that grew the old mapping where it is stays with the block, so that
+ *     unmap releases it).
+ *   - Else the pages moved: the result's map_addr plus the block's old
+ *     offset in its mapping (mremap keeps it) must hold them, mapped and
+ *     aligned to the page size. A shrink is then done: b->m is the block
+ *     there. Growth moves them back to the caller's address (only onto free
+ *     address space, hp_os_move_to), and hp_realloc goes on with a copy
+ *     from there; where that space is taken, b->m is the block at the new
+ *     place (REMAP_MOVED).
+ *   - Else nothing is left to copy from (REMAP_LOST).
+ * Returns HP_OK (a shrink followed) or HP_EBACKEND naming the backend and
+ * the rule; *left says what became of the block. */
+static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_t new_len,
+                       const char *what, enum remap_left *left)
+{
+    const struct hp_backend *be = b->backend;
+    const struct hp_mapping old = b->m;
+    uint64_t base = hp_os_page_size(), ps = old.page_size;
+    uint64_t off = (uint64_t)((char *)old.addr - (char *)old.map_addr);
+    uint64_t keep = round_up(old.len < new_len ? old.len : new_len, base);
+    char *gm = got->map_addr;
+    int real = plausible(gm, got->map_len) && hp_os_check_mapped(gm, got->map_len) == 0;
+    *left = REMAP_KEPT;
+    if (hp_os_check_mapped(old.addr, old.len) == 0) {
+        char *om = old.map_addr;
+        if (real && (gm + got->map_len <= om || gm >= om + old.map_len)) {
+            struct hp_mapping extra = *got;
+            if (others_memory(gm, got->map_len, old.addr))
+                hp_log("backend %s: its broken remap named memory of another block (%p, %llu "
+                       "bytes); left alone", be->name, (void *)gm,
+                       (unsigned long long)got->map_len);
+            else if (be->ops->unmap(be->self, &extra) != HP_OK)
+                hp_log("backend %s: the mapping its broken remap made (%p, %llu bytes) could "
+                       "not be unmapped", be->name, (void *)gm,
+                       (unsigned long long)got->map_len);
+        } else if (real && gm == om && got->map_len > old.map_len &&
+                   !others_memory(om + old.map_len, got->map_len - old.map_len, old.addr)) {
+            b->m.map_len = got->map_len;  /* grown in place: unmap releases it all */
+        }
+        return hp_fail(HP_EBACKEND, "backend %s: remap %s; the block stays where it was",
+                       be->name, what);
+    }
+    char *d = plausible(gm, got->map_len) ? gm + off : NULL;
+    if (!d || ((uintptr_t)d & (ps - 1)) || hp_os_check_mapped(d, keep) != 0) {
+        *left = REMAP_LOST;
+        return hp_fail(HP_EBACKEND, "backend %s: remap %s, and the block's pages are neither "
+                       "where they were nor where the result says: the block is lost",
+                       be->name, what);
+    }
+    /* The plugin's mapping as far as the kernel confirms it: from its
+     * map_addr to the furthest end its result names. */
+    char *end = d + keep;
+    const char *ends[3] = {gm + got->map_len, (char *)got->addr + got->len,
+                           (char *)got->addr + hp_committed(got)};
+    for (int i = 0; i < 3; i++)
+        if (ends[i] > end && (uint64_t)(ends[i] - d) <= 2 * HP_MAX_LEN &&
+            hp_os_check_mapped(d, (size_t)(ends[i] - d)) == 0)
+            end = (char *)round_up((uintptr_t)ends[i], base);
+    if (others_memory(gm, (uint64_t)(end - gm), old.addr)) {
+        *left = REMAP_LOST;
+        return hp_fail(HP_EBACKEND, "backend %s: remap %s, and the block is gone from its "
+                       "address; the result names memory of another block (%p), which is left "
+                       "alone: the block is lost", be->name, what, (void *)gm);
+    }
+    struct hp_mapping m = old;
+    m.addr = d;
+    m.len = m.committed = keep;
+    m.map_addr = gm;
+    m.map_len = (uint64_t)(end - gm);
+    m.cookie = got->cookie;
+    if (new_len <= old.len) {
+        b->m = m;
+        hp_log("backend %s: remap %s; the shrunk block is used where its pages are (%p)",
+               be->name, what, (void *)d);
+        return HP_OK;
+    }
+    if (hp_os_move_to(d, keep, old.addr) == 0) {
+        /* The rest of the plugin's mapping is address space nobody uses. */
+        if (d > gm)
+            hp_os_unmap(gm, (size_t)(d - gm));
+        if (end > d + keep)
+            hp_os_unmap(d + keep, (size_t)(end - d - keep));
+        m.addr = m.map_addr = old.addr;
+        m.map_len = keep;
+        b->m = m;
+        return hp_fail(HP_EBACKEND, "backend %s: remap %s; its pages were moved back, the block "
+                       "stays where it was", be->name, what);
+    }
+    b->m = m;
+    *left = REMAP_MOVED;
+    return hp_fail(HP_EBACKEND, "backend %s: remap %s; the block's pages are at %p now and "
+                   "cannot move back", be->name, what, (void *)d);
+}
+
 /* Resize through the backend's remap; HP_OK updates b->m (and the lineage,
- * when the memory moved). */
-static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
+ * when the memory moved). A result is checked before anything is done with
+ * it (the block rules of hp/backend.h and that it is mapped); one that
+ * breaks a rule, and a failure that took the block away, go to recover. */
+static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
+                          enum remap_left *left)
 {
     int (*remap)(void *, struct hp_mapping *, uint64_t, uint64_t) = HP_OP(b->backend->ops, remap);
+    *left = REMAP_KEPT;
     if (!remap)
         return HP_ENOTSUP;
     struct hp_mapping m = b->m;
     hp_set_detail("");
-    int rc = remap(b->backend->self, &m, new_len, flags);
-    if (rc != HP_OK)
-        return rc < 0 ? rc : HP_EBACKEND;
-    const char *fault = mapping_fault(&m, new_len, b->m.page_size, 0, 0);
-    if (fault)
-        return hp_fail(HP_EBACKEND, "backend %s remap returned an invalid mapping (%s)",
-                       b->backend->name, fault);
-    if (m.map_addr != b->m.map_addr)
+    int32_t rc = hp_backend_status(b->backend, "remap",
+                                   remap(b->backend->self, &m, new_len, flags));
+    char what[200];
+    if (rc == HP_OK) {
+        const char *fault = mapping_fault(&m, new_len, b->m.page_size, 0, 0);
+        if (!fault && hp_os_check_mapped(m.addr, m.len) != 0)
+            fault = "memory that is not mapped";
+        if (!fault) {
+            if (m.map_addr != b->m.map_addr)
+                b->origin = new_origin();
+            b->m = m;
+            return HP_OK;
+        }
+        snprintf(what, sizeof(what), "returned an invalid mapping (%s: addr %p len %llu for "
+                 "%llu bytes)", fault, m.addr, (unsigned long long)m.len,
+                 (unsigned long long)new_len);
+    } else {
+        /* A failure leaves the block as it was (hp/backend.h). */
+        if (hp_os_check_mapped(b->m.addr, b->m.len) == 0)
+            return rc;
+        snprintf(what, sizeof(what), "failed (%s: %.100s), and the block is no longer where it "
+                 "was", hp_error_name(rc), hp_last_error_detail());
+    }
+    void *was = b->m.map_addr;
+    rc = recover(b, &m, new_len, what, left);
+    if (b->m.map_addr != was)
         b->origin = new_origin();
-    b->m = m;
-    return HP_OK;
+    return rc;
 }
 
 /* remap_with, never racing a fork where that matters. hp_realloc_plan
@@ -581,13 +741,15 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags)
  * tests/realloc/test_huge.c), and a shared mapping would change under the
  * child. So the generation is read again with fork held back, until the
  * remap is done. */
-static int32_t remap_fenced(struct hp_block *b, uint64_t new_size, uint64_t flags)
+static int32_t remap_fenced(struct hp_block *b, uint64_t new_size, uint64_t flags,
+                            enum remap_left *left)
 {
     int moves_pool = (b->m.flags & HP_MAP_POOL) && new_size > b->m.len;
+    *left = REMAP_KEPT;
     if (!moves_pool && !(b->m.flags & HP_MAP_SHARED))
-        return remap_with(b, new_size, flags);
+        return remap_with(b, new_size, flags, left);
     int forked = hp_fork_fence_enter() != b->gen;
-    int32_t rc = forked ? HP_ENOTSUP : remap_with(b, new_size, flags);
+    int32_t rc = forked ? HP_ENOTSUP : remap_with(b, new_size, flags, left);
     hp_fork_fence_leave();
     if (forked)
         hp_set_detail("a fork came before the remap");
@@ -601,15 +763,17 @@ static int32_t remap_fenced(struct hp_block *b, uint64_t new_size, uint64_t flag
  * no syscall at all; else the backend grows the mapping in place or moves
  * it (page tables, not bytes). The new tail reads as zero unless
  * HP_F_NOZERO: only bytes that may hold old contents are cleared. */
-static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
+static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags,
+                      enum remap_left *left)
 {
     uint64_t old_len = b->m.len;
     /* Past the committed end, remap hands out only zeroed bytes (the block
      * rules of hp/backend.h); below it, old contents may remain. */
     uint64_t dirty = hp_committed(&b->m);
     int pool = (b->m.flags & HP_MAP_POOL) != 0;
+    *left = REMAP_KEPT;
     if (new_size <= old_len) {
-        int32_t rc = remap_fenced(b, new_size, flags);
+        int32_t rc = remap_fenced(b, new_size, flags, left);
         if (rc == HP_OK && pool)
             hp_backend_mark_stale(b->backend);
         return rc;
@@ -628,10 +792,10 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags)
         }
     }
     if (rc != HP_OK)
-        rc = remap_fenced(b, new_size, flags);
+        rc = remap_fenced(b, new_size, flags, left);
     /* A dry pool may be dry because the cache holds its pages. */
     if (rc == HP_ENOMEM && hp_cache_flush(b->backend, b->m.page_size) > 0)
-        rc = remap_fenced(b, new_size, flags);
+        rc = remap_fenced(b, new_size, flags, left);
     if (rc != HP_OK)
         return rc;
     uint64_t zero_end = dirty < b->m.len ? dirty : b->m.len;
@@ -711,8 +875,9 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     struct hp_realloc_block rb = realloc_view(&work);
     struct hp_realloc_plan plan = first_step(c, &rb, new_size, flags, work.excluded);
     int32_t rc = HP_OK;  /* of the resize, if the plan tried one */
+    enum remap_left left = REMAP_KEPT;
     if (plan.step == HP_STEP_RESIZE) {
-        rc = resize(&work, new_size, flags);
+        rc = resize(&work, new_size, flags, &left);
         if (rc == HP_OK) {
             work.flags = flags;
             work.requested_page_size = hp_flags_page_size(flags);
@@ -723,6 +888,13 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
              * either. */
             release(b);
             hp_fail(HP_ENOMEM, "hp_realloc: the block registry is out of memory");
+            return NULL;
+        }
+        if (left == REMAP_LOST) {
+            /* The backend took the memory away (recover said so): there is
+             * nothing to copy, and no block at p any more. */
+            hp_registry_drop(b);
+            free(b);
             return NULL;
         }
         plan = hp_realloc_after(&rb, rc, flags, hp_os_page_size());

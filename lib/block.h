@@ -30,6 +30,11 @@ struct hp_block {
 int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
                        uint64_t align, uint64_t guard, struct hp_mapping *m);
 
+/* rc as returned by an op of backend b (op names it): HP_OK, a code of
+ * hp/errors.h as it is, or any other value as HP_EBACKEND with a detail
+ * naming the backend, the op and the value. */
+int32_t hp_backend_status(const struct hp_backend *b, const char *op, int rc);
+
 /* Usable bytes from m->addr (hp/backend.h: committed, 0 meaning len). */
 static inline uint64_t hp_committed(const struct hp_mapping *m)
 {

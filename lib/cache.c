@@ -761,6 +761,23 @@ uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size)
     return bytes;
 }
 
+int hp_cache_overlaps(const void *addr, uint64_t len)
+{
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+    int hit = 0;
+    pthread_once(&once, init);
+    for (unsigned i = 0; i < HP_MAX_BACKENDS && !hit; i++) {
+        struct shard *s = &shards[i];
+        if (!atomic_load_explicit(&s->n, memory_order_relaxed))
+            continue;
+        pthread_mutex_lock(&s->lock);
+        for (unsigned k = 0; k < atomic_load(&s->n) && !hit; k++)
+            hit = s->r[k].start < hi && lo < s->r[k].start + s->r[k].cap;
+        pthread_mutex_unlock(&s->lock);
+    }
+    return hit;
+}
+
 uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size)
 {
     struct shard *s = shard_of(be, NULL);

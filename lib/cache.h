@@ -82,6 +82,10 @@ uint64_t hp_cache_flush(const struct hp_backend *be, uint64_t page_size);
  * before the backends' fini. */
 void hp_cache_shutdown(void);
 
+/* 1 if a cached range (its reservation included) overlaps [addr, addr +
+ * len), else 0. */
+int hp_cache_overlaps(const void *addr, uint64_t len);
+
 /* Bytes cached for be and page_size (0: every size). */
 uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size);
 

@@ -188,6 +188,24 @@ int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void 
     return 0;
 }
 
+int hp_os_move_to(void *from, size_t len, void *to)
+{
+    void *r = NULL, *p;
+    int rc = hp_os_map(to, len, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0,
+                       &r);
+    if (rc)
+        return rc;
+    if (r != to) {  /* a kernel before 4.17 takes the flag as a hint */
+        hp_os_unmap(r, len);
+        return -EEXIST;
+    }
+    rc = hp_os_remap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to, &p);
+    if (rc)
+        hp_os_unmap(to, len);
+    return rc;
+}
+
 int hp_os_advise(void *addr, size_t len, int advice)
 {
     int rc = injected(HP_OS_ADVISE);

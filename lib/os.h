@@ -71,6 +71,13 @@ int hp_os_getcpu(unsigned *cpu, unsigned *node);
  * MPOL_F_ADDR); -ENOENT when the page is not resident, never faulting it in. */
 int hp_os_page_node(const void *addr, int *node);
 
+/* Move the pages of [from, from + len) to to, which must be free address
+ * space: it is reserved first (MAP_FIXED_NOREPLACE, which fails where
+ * anything is mapped), then the pages move onto the reservation (mremap
+ * with MREMAP_FIXED), so nothing of anybody else's is ever replaced. Both
+ * addresses and len aligned to the mapping's page size. 0 or -errno (the
+ * pages stay where they were). */
+int hp_os_move_to(void *from, size_t len, void *to);
 /* 0 if every page of [addr, addr+len) is mapped in this process, else
  * -ENOMEM (msync with MS_ASYNC validates the range and does no I/O for
  * anonymous memory). Used to refuse a wild pointer from a broken plugin. */

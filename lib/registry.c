@@ -270,6 +270,27 @@ int32_t hp_registry_peek(const void *p, struct hp_block *out)
     return link ? HP_OK : classify_miss(p);
 }
 
+int hp_registry_overlaps(const void *addr, uint64_t len, const void *resizing)
+{
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+    int hit = 0;
+    pthread_once(&atfork_once, init_shards);
+    for (int i = 0; i < NSHARDS && !hit; i++) {
+        struct shard *s = &shards[i];
+        pthread_mutex_lock(&s->lock);
+        for (size_t k = 0; k < s->nbuckets && !hit; k++) {
+            for (struct hp_block *b = s->buckets[k]; b && !hit; b = b->next) {
+                uintptr_t start = (uintptr_t)b->m.map_addr;
+                if (b->busy && b->m.addr == resizing)
+                    continue;
+                hit = start < hi && lo < start + b->m.map_len;
+            }
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    return hit;
+}
+
 uint64_t hp_registry_count(void)
 {
     return atomic_load(&live);

@@ -39,6 +39,12 @@ void hp_registry_drop(struct hp_block *b);
  * for hp_registry_take. */
 int32_t hp_registry_peek(const void *p, struct hp_block *out);
 
+/* 1 if a live block's mapping ([map_addr, map_addr + map_len)) overlaps
+ * [addr, addr + len), else 0. The record of a block being resized that
+ * still stands at resizing (busy, lib/registry.h) is not counted. Scans
+ * every shard: for error paths only. */
+int hp_registry_overlaps(const void *addr, uint64_t len, const void *resizing);
+
 /* Number of live blocks (tests). */
 uint64_t hp_registry_count(void);
 

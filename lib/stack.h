@@ -92,6 +92,10 @@ int32_t hp_stack_cache_take(uint64_t page_size, uint32_t need, uint32_t refuse, 
  * cached. Never fails: whatever is not cached is unmapped. */
 void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags);
 
+/* 1 if the whole range of a stack that is handed out or cached overlaps
+ * [addr, addr + len), else 0. Scans the table: for error paths only. */
+int hp_stack_table_overlaps(const void *addr, uint64_t len);
+
 /* Tests: live handle records (LIVE, THREAD, JOINING). */
 uint64_t hp_stack_table_live(void);
 

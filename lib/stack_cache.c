@@ -312,6 +312,20 @@ void hp_stack_table_end_join(struct hp_stack *s)
     unlock_table();
 }
 
+int hp_stack_table_overlaps(const void *addr, uint64_t len)
+{
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+    int hit = 0;
+    lock();
+    for (uint32_t i = 0; i < T.high_water && !hit; i++) {
+        const struct hp_stack *r = at(i + 1);
+        uintptr_t start = (uintptr_t)r->m.m.map_addr;
+        hit = r->state != HP_STACK_FREE && start < hi && lo < start + r->m.m.map_len;
+    }
+    unlock_table();
+    return hit;
+}
+
 uint64_t hp_stack_table_live(void)
 {
     lock();

@@ -339,7 +339,21 @@ struct hp_block_query {
  *   unchanged. NULL, or a failure: the core copies within the same backend
  *   (a new map of this backend), or moves the block to another backend only
  *   when the application did not name this one; hp_realloc fails with the
- *   plugin's detail otherwise.
+ *   plugin's detail otherwise. The core checks a result like a map result
+ *   (the rules above, for new_len, at the block's page size, and that it
+ *   is mapped) before it uses it. One that breaks a rule, or a failure
+ *   after which the block is no longer mapped where it was, is a broken
+ *   contract: the result is not used, HP_EBACKEND names the backend and
+ *   the rule, and the core finds the block's pages first — at its old
+ *   address, or at the result's map_addr plus the block's old offset in
+ *   its mapping (where mremap leaves them), and only where no other block,
+ *   stack or cached range of libhp's lies. A shrink found there is used
+ *   as it is; for growth the core moves the pages back to the caller's
+ *   address (onto free address space only) and goes on with a copy. Pages
+ *   found nowhere make hp_realloc fail and the block is lost (its memory
+ *   is gone): never a copy from memory that is not there.
+ * Every op returns HP_OK or a code of hp/errors.h; any other value is
+ *   taken as HP_EBACKEND ("<op> returned unknown status N").
  * advise: apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping.
  * huge_bytes: huge-backed bytes of m now; NULL: host->measure_huge_bytes.
  * query: fill q about m (see struct hp_block_query); NULL: all unknown.

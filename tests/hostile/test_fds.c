@@ -7,7 +7,6 @@
  * libhp never touches afterwards. Each case runs in a fresh child that has
  * not called libhp yet, so the plugins load inside the case.
  */
-#define _GNU_SOURCE
 #include <hp.h>
 
 #include "support.h"

@@ -1,0 +1,247 @@
+/*
+ * A plugin that breaks one rule of hp/backend.h at a time: HP_BROKEN_CASE
+ * names the case (broken_cases.h). With "none" it is a working backend of
+ * base pages and 2 MiB THP pages, kind other, with every optional op; each
+ * other case changes one op or one returned field. It calls the host's OS
+ * functions like any plugin, and libc's getenv to read its case.
+ */
+#include <hp/backend.h>
+
+#include "broken_cases.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define PMD (UINT64_C(2) << 20)
+
+static const struct hp_host *host;
+static enum broken_case bcase;
+static struct hp_mapping first;  /* the first mapping handed out */
+
+static uint64_t round_up(uint64_t v, uint64_t unit)
+{
+    return (v + unit - 1) / unit * unit;
+}
+
+static int b_init(const struct hp_host *h, void **self)
+{
+    (void)h;
+    *self = NULL;
+    const char *c = getenv("HP_BROKEN_CASE");
+    for (int i = 0; c && i < BC_COUNT; i++)
+        if (!strcmp(c, broken_case_names[i]))
+            bcase = (enum broken_case)i;
+    return HP_OK;
+}
+
+static int b_probe(void *self, struct hp_backend_caps *caps)
+{
+    (void)self;
+    caps->available = 1;
+    caps->n_page_sizes = 2;
+    caps->page_sizes[0] = host->base_page_size;
+    caps->page_sizes[1] = PMD;
+    caps->pool_free[0] = caps->pool_free[1] = UINT64_MAX;
+    caps->page_flags[1] = HP_PAGE_ADVISED;
+    snprintf(caps->reason, sizeof(caps->reason), "broken plugin, case %s",
+             broken_case_names[bcase]);
+    return HP_OK;
+}
+
+/* A mapping as the contract wants it: aligned, guarded, read-write. */
+static int good_map(const struct hp_map_request *req, struct hp_mapping *out)
+{
+    uint64_t base = host->base_page_size, ps = req->page_size;
+    uint64_t align = req->align > ps ? req->align : ps;
+    uint64_t len = round_up(req->len, ps), guard = req->guard;
+    uint64_t slack = align > base ? align : 0;
+    void *p;
+    if (host->os_map(NULL, guard + len + slack, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &p))
+        return HP_ENOMEM;
+    uintptr_t start = round_up((uintptr_t)p + guard, align);
+    char *map = (char *)(start - guard), *end = (char *)start + len;
+    if (map > (char *)p)
+        host->os_unmap(p, (size_t)(map - (char *)p));
+    if ((char *)p + guard + len + slack > end)
+        host->os_unmap(end, (size_t)((char *)p + guard + len + slack - end));
+    if (guard)
+        host->os_protect(map, guard, PROT_NONE);
+    if (ps > base)
+        host->os_advise((void *)start, len, MADV_HUGEPAGE);
+    out->addr = (void *)start;
+    out->len = out->committed = len;
+    out->map_addr = map;
+    out->map_len = guard + len;
+    out->page_size = ps;
+    return HP_OK;
+}
+
+static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping *out)
+{
+    (void)self;
+    switch (bcase) {
+    case BC_MAP_POSITIVE:
+        return 5;
+    case BC_MAP_NEGATIVE:
+        return -999;
+    default: {
+        int rc = good_map(req, out);
+        if (rc == HP_OK && !first.addr)
+            first = *out;
+        return rc;
+    }
+    }
+}
+
+static int b_unmap(void *self, const struct hp_mapping *m)
+{
+    (void)self;
+    return host->os_unmap(m->map_addr, m->map_len) ? HP_EINVAL : HP_OK;
+}
+
+/* Move the mapping of m to a new address, always (a fresh reservation
+ * taken over with MREMAP_FIXED), at new_len usable bytes; m describes the
+ * new place. The old addresses are unmapped by the move. */
+static int move(struct hp_mapping *m, uint64_t new_len)
+{
+    uint64_t off = (uint64_t)((char *)m->addr - (char *)m->map_addr);
+    uint64_t len = off + new_len, slack = m->page_size;
+    void *r, *p;
+    if (host->os_map(NULL, len + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0, &r))
+        return HP_ENOMEM;
+    /* The block start keeps its page-size alignment at the new place. */
+    char *to = (char *)round_up((uintptr_t)r + off, m->page_size) - off;
+    if (host->os_remap(m->map_addr, m->map_len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to, &p)) {
+        host->os_unmap(r, len + slack);
+        return HP_ENOMEM;
+    }
+    if (to > (char *)r)
+        host->os_unmap(r, (size_t)(to - (char *)r));
+    if ((char *)r + len + slack > to + len)
+        host->os_unmap(to + len, (size_t)((char *)r + len + slack - (to + len)));
+    m->map_addr = p;
+    m->map_len = len;
+    m->addr = (char *)p + off;
+    m->len = m->committed = new_len;
+    return HP_OK;
+}
+
+static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t flags)
+{
+    (void)self;
+    (void)flags;
+    uint64_t base = host->base_page_size, len = round_up(new_len, m->page_size);
+    struct hp_mapping old = *m;
+    int rc;
+    switch (bcase) {
+    case BC_REMAP_POSITIVE:
+        return 5;
+    case BC_REMAP_NEGATIVE:
+        return -999;
+    case BC_REMAP_FAIL_UNMAPPED:
+        host->os_unmap(m->map_addr, m->map_len);
+        host->set_detail("broken: unmapped the block, then failed");
+        return HP_ENOMEM;
+    case BC_REMAP_SHRINK_SHORT:
+    case BC_REMAP_GROW_SHORT: {
+        /* The kernel's choice: in place if it can (a shrink always is). */
+        void *p;
+        uint64_t off = (uint64_t)((char *)m->addr - (char *)m->map_addr);
+        if (host->os_remap(m->map_addr, m->map_len, off + len, MREMAP_MAYMOVE, NULL, &p))
+            return HP_ENOMEM;
+        m->map_addr = p;
+        m->addr = (char *)p + off;
+        m->map_len = off + len;
+        m->len = m->committed = len - base;
+        return HP_OK;
+    }
+    default:
+        break;
+    }
+    if ((rc = move(m, len)) != HP_OK)
+        return rc;
+    switch (bcase) {
+    case BC_REMAP_SHORT:
+        m->len = m->committed = len - base;
+        break;
+    case BC_REMAP_MISALIGNED:
+        m->addr = (char *)m->addr + 8;
+        break;
+    case BC_REMAP_ADDR_NULL:
+        m->addr = NULL;
+        break;
+    case BC_REMAP_PAGE_SIZE:
+        m->page_size = m->page_size == PMD ? base : PMD;
+        break;
+    case BC_REMAP_COMMITTED:
+        m->committed = m->map_len + base;
+        break;
+    case BC_REMAP_MAP_SHORT:
+        m->map_len = base;
+        break;
+    case BC_REMAP_STALE:
+        *m = old;  /* the old place, unmapped by the move */
+        break;
+    case BC_REMAP_OTHER_BLOCK:
+        *m = first;  /* another live block, too short for new_len */
+        break;
+    case BC_REMAP_FAIL_MOVED:
+        host->set_detail("broken: moved the block, then failed");
+        return HP_ENOMEM;
+    default:
+        break;
+    }
+    return HP_OK;
+}
+
+static int b_advise(void *self, const struct hp_mapping *m, uint64_t flags)
+{
+    (void)self;
+    if (flags & HP_F_POPULATE)
+        return host->os_advise(m->addr, m->len, MADV_POPULATE_WRITE) ? HP_ENOMEM : HP_OK;
+    return HP_OK;
+}
+
+static int64_t b_huge_bytes(void *self, const struct hp_mapping *m)
+{
+    (void)self;
+    return host->measure_huge_bytes(m->addr, m->len);
+}
+
+static int b_query(void *self, const struct hp_mapping *m, struct hp_block_query *q)
+{
+    (void)self;
+    int node;
+    if (host->size >= offsetof(struct hp_host, os_page_node) + sizeof(host->os_page_node) &&
+        host->os_page_node(m->addr, &node) == 0)
+        q->numa_node = node;
+    return HP_OK;
+}
+
+static const struct hp_backend_ops ops = {
+    .abi_version = HP_BACKEND_ABI_VERSION,
+    .size = sizeof(struct hp_backend_ops),
+    .name = "broken",
+    .description = "breaks one rule of the plugin contract (HP_BROKEN_CASE)",
+    .kind = HP_KIND_OTHER,
+    .init = b_init,
+    .probe = b_probe,
+    .map = b_map,
+    .unmap = b_unmap,
+    .remap = b_remap,
+    .advise = b_advise,
+    .huge_bytes = b_huge_bytes,
+    .query = b_query,
+};
+
+HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);
+HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h)
+{
+    host = h;
+    return &ops;
+}

@@ -1,0 +1,43 @@
+/*
+ * The cases of the broken plugin (broken.c), one rule of hp/backend.h
+ * broken each, picked by HP_BROKEN_CASE. Shared by the plugin and by the
+ * suite that runs them (test_broken.c), which says what each case does to
+ * the host and what the host must do about it.
+ */
+#ifndef HP_BROKEN_CASES_H
+#define HP_BROKEN_CASES_H
+
+#define BROKEN_CASES(X)                                                                    \
+    X(BC_NONE, "none")                     /* keeps every rule: the control */            \
+    /* remap returns HP_OK after moving the block, with a result that breaks a rule */   \
+    X(BC_REMAP_SHORT, "remap-short")       /* len shorter than asked */                   \
+    X(BC_REMAP_MISALIGNED, "remap-misaligned") /* addr 8 bytes past the block */          \
+    X(BC_REMAP_ADDR_NULL, "remap-addr-null")   /* addr NULL, map_addr right */            \
+    X(BC_REMAP_PAGE_SIZE, "remap-page-size")   /* page_size changed */                    \
+    X(BC_REMAP_COMMITTED, "remap-committed")   /* committed past the mapping */           \
+    X(BC_REMAP_MAP_SHORT, "remap-map-short")   /* map_len below the block */              \
+    X(BC_REMAP_SHRINK_SHORT, "remap-shrink-short") /* a shrink, len below new_len */      \
+    X(BC_REMAP_GROW_SHORT, "remap-grow-short") /* grown where mremap could, len short */  \
+    X(BC_REMAP_STALE, "remap-stale")       /* moved, m left at the old address */         \
+    X(BC_REMAP_FAIL_MOVED, "remap-fail-moved") /* moved, then an error (m updated) */     \
+    X(BC_REMAP_FAIL_UNMAPPED, "remap-fail-unmapped") /* unmapped, then an error */        \
+    X(BC_REMAP_OTHER_BLOCK, "remap-other-block") /* moved, returns the first block mapped */ \
+    X(BC_REMAP_POSITIVE, "remap-positive") /* status +5, nothing done */                  \
+    X(BC_REMAP_NEGATIVE, "remap-negative") /* status -999, nothing done */                \
+    X(BC_MAP_POSITIVE, "map-positive")     /* map: status +5 */                           \
+    X(BC_MAP_NEGATIVE, "map-negative")     /* map: status -999 */
+
+enum broken_case {
+#define BROKEN_ENUM_(e, s) e,
+    BROKEN_CASES(BROKEN_ENUM_)
+#undef BROKEN_ENUM_
+    BC_COUNT
+};
+
+static const char *const broken_case_names[] = {
+#define BROKEN_NAME_(e, s) s,
+    BROKEN_CASES(BROKEN_NAME_)
+#undef BROKEN_NAME_
+};
+
+#endif

@@ -1,0 +1,348 @@
+/*
+ * A hostile or buggy plugin: broken.c breaks one rule of hp/backend.h per
+ * case (broken_cases.h). Each case runs in a forked child of this program,
+ * which never calls libhp itself, so libhp loads afresh in the child
+ * (HP_BACKEND_PATH holds the plugin, HP_DEBUG=1 logs to a file that stands
+ * for the child's stderr), under an alarm, and
+ * the case passes when:
+ *   - the process survives: no crash, no hang (the alarm is a failure);
+ *   - the caller learns about it: the call fails with a detail, or (when
+ *     libhp could still serve, by a copy) a debug line names the plugin and
+ *     the rule it broke;
+ *   - no data is lost: a block that hp_realloc failed to resize has its
+ *     old bytes (checksum before and after), one it resized has them too;
+ *   - nothing leaks: after hp_free and hp_cache_trim, /proc/self/maps has
+ *     no anonymous range that was not there before, unless the case is one
+ *     where the plugin itself loses track of memory it mapped (not checked
+ *     under valgrind, HPTEST_VALGRIND, whose own mappings come and go).
+ */
+#include <hp.h>
+
+#include "broken_cases.h"
+#include "support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+enum scenario {
+    SC_ALLOC,          /* hp_alloc_ex naming the plugin must fail */
+    SC_GROW,           /* hp_realloc of a 64 KiB block to 1 MiB */
+    SC_SHRINK,         /* hp_realloc of a 1 MiB block to 64 KiB */
+    SC_WORKS,          /* everything works (the control) */
+};
+
+#define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
+#define F_PLUGIN_LEAKS 0x2 /* the plugin loses track of a mapping of its own */
+#define F_NEIGHBOUR 0x4    /* another block of the plugin's is live (and must stay intact) */
+
+struct bcase {
+    enum broken_case id;
+    enum scenario sc;
+    const char *rule;      /* in the error detail or a debug line naming the plugin */
+    unsigned flags;
+};
+
+static const struct bcase cases[] = {
+    {BC_NONE, SC_WORKS, NULL, 0},
+    {BC_REMAP_SHORT, SC_GROW, "len shorter than requested", 0},
+    {BC_REMAP_MISALIGNED, SC_GROW, "not aligned", 0},
+    {BC_REMAP_ADDR_NULL, SC_GROW, "no address", 0},
+    {BC_REMAP_PAGE_SIZE, SC_GROW, "page_size is not the one requested", 0},
+    {BC_REMAP_COMMITTED, SC_GROW, "committed below len or past the mapping", 0},
+    {BC_REMAP_MAP_SHORT, SC_GROW, "not inside map_addr and map_len", 0},
+    {BC_REMAP_SHRINK_SHORT, SC_SHRINK, "len shorter than requested", 0},
+    {BC_REMAP_GROW_SHORT, SC_GROW, "len shorter than requested", 0},
+    {BC_REMAP_STALE, SC_GROW, "the block is lost", F_LOST | F_PLUGIN_LEAKS},
+    {BC_REMAP_FAIL_MOVED, SC_GROW, "no longer where it was", 0},
+    {BC_REMAP_FAIL_UNMAPPED, SC_GROW, "the block is lost", F_LOST},
+    {BC_REMAP_OTHER_BLOCK, SC_GROW, "memory of another block", F_LOST | F_PLUGIN_LEAKS | F_NEIGHBOUR},
+    {BC_REMAP_POSITIVE, SC_GROW, "unknown status 5", 0},
+    {BC_REMAP_NEGATIVE, SC_GROW, "unknown status -999", 0},
+    {BC_MAP_POSITIVE, SC_ALLOC, "unknown status 5", 0},
+    {BC_MAP_NEGATIVE, SC_ALLOC, "unknown status -999", 0},
+};
+
+/* ---- in the child: one case ---- */
+
+#define CHECK(cond)                                                                         \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            fprintf(stderr, "# case check failed at line %d: %s (%s: %s)\n", __LINE__, #cond, \
+                    hp_error_name(hp_last_error()), hp_last_error_detail());                \
+            return 1;                                                                       \
+        }                                                                                   \
+    } while (0)
+
+/* Anonymous ranges of /proc/self/maps (no path, [heap] and [stack] apart). */
+struct ranges {
+    unsigned n;
+    uintptr_t lo[4096], hi[4096];
+};
+
+static void anon_ranges(struct ranges *r)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[512];
+    r->n = 0;
+    while (f && fgets(line, sizeof(line), f) && r->n < 4096) {
+        unsigned long lo, hi;
+        int path = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path) < 2)
+            continue;
+        if (path && line[path] && line[path] != '\n')
+            continue;
+        r->lo[r->n] = lo;
+        r->hi[r->n++] = hi;
+    }
+    if (f)
+        fclose(f);
+}
+
+/* Bytes of after's ranges that none of before's covers (range arithmetic:
+ * a sanitizer's shadow ranges span terabytes). */
+static uint64_t new_bytes(const struct ranges *before, const struct ranges *after)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < after->n; i++) {
+        uintptr_t a = after->lo[i], hi = after->hi[i];
+        while (a < hi) {
+            uintptr_t next = hi;  /* where the next covered stretch starts */
+            int covered = 0;
+            for (unsigned k = 0; k < before->n && !covered; k++) {
+                if (a >= before->lo[k] && a < before->hi[k]) {
+                    covered = 1;
+                    a = before->hi[k];
+                } else if (before->lo[k] > a && before->lo[k] < next) {
+                    next = before->lo[k];
+                }
+            }
+            if (covered)
+                continue;
+            fprintf(stderr, "# new anonymous range %#lx-%#lx (in %#lx-%#lx)\n",
+                    (unsigned long)a, (unsigned long)next, (unsigned long)after->lo[i],
+                    (unsigned long)hi);
+            sum += next - a;
+            a = next;
+        }
+    }
+    return sum;
+}
+
+static uint64_t checksum(const unsigned char *p, size_t len)
+{
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211u;
+    return h;
+}
+
+static void fill(unsigned char *p, size_t len, unsigned seed)
+{
+    for (size_t i = 0; i < len; i++)
+        p[i] = (unsigned char)(i * 31 + seed + (i >> 12));
+}
+
+/* Does this process's stderr (a file) have a line naming the plugin and
+ * the rule? */
+static int logged(const char *rule)
+{
+    static char buf[1 << 20];
+    ssize_t n = pread(2, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    for (char *line = buf; line && *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        int hit = strstr(line, "broken") && strstr(line, rule);
+        if (end)
+            *end = '\n';
+        if (hit)
+            return 1;
+        line = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+static int told(const char *rule)
+{
+    const char *d = hp_last_error_detail();
+    return (hp_last_error() != HP_OK && strstr(d, "broken") && strstr(d, rule)) || logged(rule);
+}
+
+static void *alloc_named(size_t len)
+{
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "broken";
+    return hp_alloc_ex(len, &o);
+}
+
+static int resize_one(const struct bcase *c, size_t from, size_t to)
+{
+    unsigned char *p = alloc_named(from);
+    CHECK(p);
+    fill(p, from, 7);
+    uint64_t sum = checksum(p, from);
+    size_t kept = from < to ? from : to;
+    uint64_t kept_sum = checksum(p, kept);
+    unsigned char *q = hp_realloc(p, to, 0);
+    if (c->flags & F_LOST) {
+        /* The plugin destroyed the block: no copy from it (a crash), a
+         * clean error, and p is no block of libhp's any more. */
+        CHECK(!q && hp_last_error() == HP_EBACKEND && told(c->rule));
+        CHECK(hp_free(p) != HP_OK);
+        return 0;
+    }
+    if (q) {
+        CHECK(checksum(q, kept) == kept_sum);
+        for (size_t i = kept; i < to; i++)
+            CHECK(q[i] == 0);
+        CHECK(told(c->rule));
+        CHECK(hp_free(q) == HP_OK);
+    } else {
+        CHECK(told(c->rule));
+        CHECK(checksum(p, from) == sum);
+        CHECK(hp_free(p) == HP_OK);
+    }
+    return 0;
+}
+
+/* resize_one, with another block of the plugin's live around it when the
+ * case says so: that block keeps its bytes. */
+static int resize(const struct bcase *c, size_t from, size_t to)
+{
+    unsigned char *other = NULL;
+    uint64_t other_sum = 0;
+    if (c->flags & F_NEIGHBOUR) {
+        other = alloc_named(from);
+        CHECK(other);
+        fill(other, from, 11);
+        other_sum = checksum(other, from);
+    }
+    int rc = resize_one(c, from, to);
+    if (other) {
+        CHECK(checksum(other, from) == other_sum);
+        CHECK(hp_free(other) == HP_OK);
+    }
+    return rc;
+}
+
+static int run_case(const struct bcase *c)
+{
+    /* Load, and make libhp's own one-time mappings, before the snapshot. */
+    void *warm = hp_alloc(1 << 20, 0);
+    CHECK(warm && hp_free(warm) == HP_OK && hp_cache_trim() == HP_OK);
+    static struct ranges before, after;
+    anon_ranges(&before);
+    int rc = 0;
+    switch (c->sc) {
+    case SC_WORKS: {
+        unsigned char *p = alloc_named(64 << 10);
+        CHECK(p);
+        fill(p, 64 << 10, 3);
+        uint64_t sum = checksum(p, 64 << 10);
+        unsigned char *q = hp_realloc(p, 1 << 20, 0);
+        CHECK(q && checksum(q, 64 << 10) == sum);
+        struct hp_block_info info = HP_BLOCK_INFO_INIT;
+        CHECK(hp_info(q, &info) == HP_OK && !strcmp(info.backend, "broken"));
+        CHECK(hp_free(q) == HP_OK);
+        break;
+    }
+    case SC_ALLOC: {
+        void *p = alloc_named(64 << 10);
+        CHECK(!p && hp_last_error() == HP_EBACKEND && told(c->rule));
+        break;
+    }
+    case SC_GROW:
+        rc = resize(c, 64 << 10, 1 << 20);
+        break;
+    case SC_SHRINK:
+        rc = resize(c, 1 << 20, 64 << 10);
+        break;
+    }
+    if (rc)
+        return rc;
+    CHECK(hp_cache_trim() == HP_OK);
+    anon_ranges(&after);
+    /* valgrind's own mappings come and go in /proc/self/maps. */
+    uint64_t leaked = getenv("HPTEST_VALGRIND") ? 0 : new_bytes(&before, &after);
+    if (leaked && !(c->flags & F_PLUGIN_LEAKS)) {
+        fprintf(stderr, "# %llu bytes of anonymous memory leaked\n", (unsigned long long)leaked);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- in the test: each case in a child ---- */
+
+static const char *plugin_dir;
+
+static void one_case(void **state)
+{
+    const struct bcase *c = *state;
+    const char *name = broken_case_names[c->id];
+    char log[] = "/tmp/hp-broken-log-XXXXXX";
+    int fd = mkstemp(log);
+    assert_true(fd >= 0);
+    unlink(log);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* This process never called libhp: the child loads it afresh, with
+         * these variables. No exec, so memcheck follows the child. */
+        dup2(fd, 2);
+        setenv("HP_BACKEND_PATH", plugin_dir, 1);
+        setenv("HP_BROKEN_CASE", name, 1);
+        setenv("HP_DEBUG", "1", 1);
+        alarm(getenv("HPTEST_VALGRIND") ? 120 : 30);  /* a hang is a SIGALRM death */
+        exit(run_case(c));  /* exit: the sanitizers' and memcheck's leak checks run */
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        assert_int_equal(errno, EINTR);
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok) {
+        /* The case's own lines, and the last of libhp's. */
+        char buf[1 << 16];
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        const char *tail = n > 6000 ? buf + n - 6000 : buf;
+        fprintf(stderr, "case %s: %s %d\n%s\n", name,
+                WIFSIGNALED(status) ? (WTERMSIG(status) == SIGALRM ? "hung (alarm), signal"
+                                                                   : "died of signal")
+                                    : "exit status",
+                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), tail);
+    }
+    close(fd);
+    assert_true(ok);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PLUGIN_DIR\n", argv[0]);
+        return 2;
+    }
+    plugin_dir = argv[1];
+    enum { N = sizeof(cases) / sizeof(*cases) };
+    struct CMUnitTest tests[N];
+    for (size_t i = 0; i < N; i++) {
+        tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(one_case, (void *)&cases[i]);
+        tests[i].name = broken_case_names[cases[i].id];
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
