@@ -276,6 +276,7 @@ static const struct {
     {"thp", hpctl_thp, "thp [--json] | thp set enabled|defrag VALUE [--dry-run] [--json]"},
     {"mthp", hpctl_mthp, "mthp [--json] | mthp set SIZE|all enabled|shmem_enabled VALUE "
                          "[--dry-run] [--json]"},
+    {"why", hpctl_why, "why PID [--mappings] [--json]"},
     {"watch", hpctl_watch, "watch [PID] [--interval SECONDS] [--count N] [--json]"},
     {"run", hpctl_run, "run [--backend NAME] [--page-size SIZE] [--pool] [--stacks lean|huge] "
                        "[--report] -- CMD [ARGS]"},

@@ -14,7 +14,7 @@ enum {
     HPCTL_OK = 0,         /* done */
     HPCTL_FAIL = 1,       /* the operation failed (kernel refused, allocation failed) */
     HPCTL_USAGE = 2,      /* bad command line */
-    HPCTL_EPERM = 3,      /* a knob could not be written: not root */
+    HPCTL_EPERM = 3,      /* permission denied: a knob (not root), another user's process */
     HPCTL_ENOENT = 4,     /* this machine has no such pool, size, knob or process */
     HPCTL_PARTIAL = 5,    /* the kernel granted fewer pool pages than asked */
 };
@@ -32,6 +32,7 @@ int hpctl_thp(int argc, char **argv);
 int hpctl_mthp(int argc, char **argv);
 int hpctl_explain(int argc, char **argv);
 int hpctl_watch(int argc, char **argv);
+int hpctl_why(int argc, char **argv);   /* hpctl_why.c: any process's huge pages, and why */
 int hpctl_run(int argc, char **argv);   /* hpctl_run.c: CMD under libhp-malloc.so */
 
 /* /proc or /sys path as hpctl reads and writes it: below HP_SYSFS_ROOT when

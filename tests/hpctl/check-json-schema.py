@@ -51,6 +51,18 @@ def documents():
     put(root, "sys/kernel/mm/transparent_hugepage/shmem_enabled",
         "always within_size advise [never] deny force\n")
     put(root, "sys/kernel/mm/transparent_hugepage/khugepaged/defrag", "1\n")
+    # A process for why: an advised mapping with THP, a hugetlb one, and
+    # the limit of its cgroup.
+    smaps = ""
+    for start, flags, extra in ((0x7f0000000000, "rd wr mr mw me ac hg", "AnonHugePages: 8192 kB\n"),
+                                (0x7f0001000000, "rd wr mr mw me de ht",
+                                 "KernelPageSize: 2048 kB\nPrivate_Hugetlb: 4096 kB\n")):
+        smaps += ("%x-%x rw-p 00000000 00:00 0\nSize: 8192 kB\nRss: 8192 kB\n%s"
+                  "THPeligible: 1\nVmFlags: %s\n" % (start, start + (8 << 20), extra, flags))
+    put(root, "proc/4242/smaps", smaps)
+    put(root, "proc/4242/status", "Name:\tfake\nTHP_enabled:\t1\n")
+    put(root, "proc/4242/cgroup", "0::/job\n")
+    put(root, "sys/fs/cgroup/job/hugetlb.2MB.max", "4194304\n")
     env = {"HP_SYSFS_ROOT": root}
     runs = [("status",), ("status", {"HP_DEBUG": "banana"}), ("version",), ("pool",),
             ("thp",), ("mthp",), ("alloc", "64K"), ("alloc", "0"), ("explain", "64K"), ("explain", "2M"),
@@ -62,6 +74,9 @@ def documents():
             ("mthp", "set", "64K", "enabled", "always", "--dry-run"),
             ("mthp", "set", "64K", "enabled", "always"),
             ("watch", "--count", "2", "--interval", "0.05"),
+            ("why", "4242", "--mappings"), ("why", "4242"), ("why", "999999"),
+            # measured mTHP (pagemap) needs the real /proc
+            ("why", str(os.getpid()), "--mappings", None),
             # a process's own figures are read from the real /proc
             ("watch", str(os.getpid()), "--count", "2", "--interval", "0.05", None)]
     for argv in runs:
