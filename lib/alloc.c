@@ -6,6 +6,7 @@
 #include "error.h"
 #include "explain.h"
 #include "loader.h"
+#include "numa.h"
 #include "os.h"
 #include "registry.h"
 #include "select.h"
@@ -157,6 +158,9 @@ struct request {
     uint32_t excluded;      /* backends never to use, by index (a resized block's) */
     char exclude[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
     unsigned n_exclude;
+    int numa;               /* 1: only pool_nodes' pools can serve the calling thread
+                             * (its memory policy and cpuset; numa_view) */
+    struct hp_nodes pool_nodes;
 };
 
 static uint64_t new_origin(void)
@@ -174,6 +178,12 @@ static void count_cached(struct hp_backend *b, struct hp_backend_caps *caps)
         if (caps->page_sizes[k] && caps->pool_free[k] != UINT64_MAX)
             cached[k] = hp_cache_bytes(b, caps->page_sizes[k]);
     hp_select_credit_cached(caps, cached);
+}
+
+/* Which nodes' pools can serve the calling thread's faults, for r. */
+static void numa_view(struct request *r)
+{
+    r->numa = hp_numa_pool_nodes(&r->pool_nodes);
 }
 
 /* The request selection sees for r (HP_BACKENDS merged in). */
@@ -209,7 +219,12 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
         view[i].caps = NULL;
         if (b->ops) {
             hp_backend_caps_now(b, r->len, hp_flags_page_size(r->flags), &caps[i]);
-            count_cached(b, &caps[i]);
+            if (r->numa)
+                hp_numa_limit_caps(b, &r->pool_nodes, &caps[i]);
+            /* A thread held to some nodes gets fresh pages, never cached
+             * ones, which may lie on any node (serve). */
+            if (!r->numa)
+                count_cached(b, &caps[i]);
             view[i].caps = &caps[i];
         }
     }
@@ -235,9 +250,16 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
         const char *nopool = (r->flags & HP_F_NOPOOL) ? " outside a pool (HP_F_NOPOOL)" : "";
         /* A named backend that a list leaves out: say which list. */
         const char *listed = hp_select_list_text(hp_select_named_out(&sr));
-        char why[64] = "";
-        if (listed)
+        char why[200] = "";
+        if (listed) {
             snprintf(why, sizeof(why), " (%s)", listed);
+        } else if (r->numa) {
+            char nodes[64];
+            hp_nodes_format(&r->pool_nodes, nodes, sizeof(nodes));
+            snprintf(why, sizeof(why), " (the thread's memory policy and cpuset allow the "
+                     "hugetlb pools of node%s %s only)", hp_nodes_count(&r->pool_nodes) > 1 ? "s" : "",
+                     nodes);
+        }
         if (r->flags & HP_F_REQUIRE_HUGE) {
             hp_fail(HP_ENOHUGE, "no backend can serve %llu bytes with huge pages%s%s%s%s",
                     (unsigned long long)r->len, nopool, r->backend ? " from backend " : "",
@@ -325,7 +347,7 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
     char tried[448] = "";  /* fits the detail (lib/error.c) with its lead-in */
     for (unsigned i = 0; i < n; i++) {
         struct hp_backend *b = &c->backends[cand[i].backend];
-        struct hp_block *blk = from_cache(b, cand[i].page_size, r);
+        struct hp_block *blk = r->numa ? NULL : from_cache(b, cand[i].page_size, r);
         if (blk && refused_pool(r, blk))
             blk = NULL;
         if (blk)
@@ -409,9 +431,10 @@ static int32_t retire(struct hp_block *b)
     return hp_cache_put(b) ? HP_OK : try_release(b);
 }
 
-static void *allocate(struct hp_core *c, const struct request *r)
+static void *allocate(struct hp_core *c, struct request *r)
 {
     struct hp_candidate cand[HP_SELECT_MAX];
+    numa_view(r);
     unsigned n = candidates(c, r, cand, 0);
     if (n == 0)
         return NULL;
@@ -513,6 +536,7 @@ int32_t hp_alloc_explain(size_t size, const struct hp_alloc_opts *opts, struct h
     if (rc == HP_OK)
         rc = check_named(c, &r);
     if (rc == HP_OK) {
+        numa_view(&r);
         out->n_cand = candidates_ex(c, &r, out->cand, 0, out);
         if (out->n_cand == 0)
             rc = hp_last_error();

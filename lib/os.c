@@ -329,6 +329,103 @@ int hp_os_page_node(const void *addr, int *node)
 #endif
 }
 
+/* The test seam of hp_os_fake_mempolicy: read without a lock, written by
+ * tests before the threads that read it start. */
+static _Atomic int fake_mode = -1;
+static struct hp_nodes fake_policy, fake_mems;
+
+void hp_os_fake_mempolicy(int mode, const struct hp_nodes *policy, const struct hp_nodes *mems)
+{
+    if (mode < 0 || !policy || !mems) {
+        atomic_store(&fake_mode, -1);
+        return;
+    }
+    fake_policy = *policy;
+    fake_mems = *mems;
+    atomic_store(&fake_mode, mode);
+}
+
+/* get_mempolicy(2) into a whole struct hp_nodes: maxnode must be at least
+ * the kernel's nr_node_ids (else EINVAL), and HP_NODES_MAX always is. */
+static int get_policy(int *mode, struct hp_nodes *nodes, unsigned long flags)
+{
+    hp_nodes_clear(nodes);
+#ifdef SYS_get_mempolicy
+    int m = 0;
+    if (syscall(SYS_get_mempolicy, &m, nodes->w, (unsigned long)HP_NODES_MAX, NULL, flags) != 0)
+        return -errno;
+    if (mode)
+        *mode = m & ~((1 << 15) | (1 << 14) | (1 << 13));  /* MPOL_F_STATIC_NODES, _RELATIVE_NODES, _NUMA_BALANCING */
+    return 0;
+#else
+    (void)mode;
+    (void)flags;
+    return -ENOSYS;
+#endif
+}
+
+int hp_os_mempolicy(int *mode, struct hp_nodes *nodes)
+{
+    int rc = injected(HP_OS_MEMPOLICY);
+    if (rc)
+        return rc;
+    int fake = atomic_load(&fake_mode);
+    if (fake >= 0) {
+        *mode = fake;
+        *nodes = fake_policy;
+        return 0;
+    }
+    return get_policy(mode, nodes, 0);
+}
+
+int hp_os_mems_allowed(struct hp_nodes *nodes)
+{
+    int rc = injected(HP_OS_MEMPOLICY);
+    if (rc)
+        return rc;
+    if (atomic_load(&fake_mode) >= 0) {
+        *nodes = fake_mems;
+        return 0;
+    }
+    return get_policy(NULL, nodes, 4UL /* MPOL_F_MEMS_ALLOWED */);
+}
+
+int hp_os_read_nodelist(const char *path, struct hp_nodes *nodes)
+{
+    char buf[4096];
+    hp_nodes_clear(nodes);
+    int64_t n = hp_os_read_text(path, buf, sizeof(buf));
+    if (n < 0)
+        return (int)n;
+    if ((size_t)n >= sizeof(buf) - 1)
+        return -EINVAL;  /* cut: the rest of the list is unknown */
+    const char *s = buf;
+    while (*s && *s != '\n') {
+        char *end;
+        if (*s < '0' || *s > '9')
+            return -EINVAL;
+        unsigned long lo = strtoul(s, &end, 10), hi = lo;
+        s = end;
+        if (*s == '-') {
+            if (s[1] < '0' || s[1] > '9')
+                return -EINVAL;
+            hi = strtoul(s + 1, &end, 10);
+            s = end;
+        }
+        if (lo > hi || hi >= HP_NODES_MAX)
+            return -EINVAL;
+        for (unsigned long i = lo; i <= hi; i++)
+            hp_nodes_set(nodes, (unsigned)i);
+        if (*s == ',')
+            s++;
+        else if (*s && *s != '\n')
+            return -EINVAL;
+    }
+    if (*s == '\n' && s[1])
+        return -EINVAL;
+    return 0;
+}
+
 int hp_os_protect(void *addr, size_t len, int prot)
 {
     int rc = injected(HP_OS_PROTECT);

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nodes.h"
+
 enum hp_os_op {
     HP_OS_MAP,
     HP_OS_UNMAP,
@@ -26,6 +28,7 @@ enum hp_os_op {
     HP_OS_MBIND,
     HP_OS_GETCPU,
     HP_OS_NODE,
+    HP_OS_MEMPOLICY,
     HP_OS_NOPS
 };
 
@@ -78,6 +81,29 @@ int hp_os_page_node(const void *addr, int *node);
  * addresses and len aligned to the mapping's page size. 0 or -errno (the
  * pages stay where they were). */
 int hp_os_move_to(void *from, size_t len, void *to);
+
+/* The calling thread's memory policy (get_mempolicy(2), no flags): *mode
+ * gets its HP_MPOL_* mode without the mode flags (MPOL_F_STATIC_NODES,
+ * MPOL_F_RELATIVE_NODES, MPOL_F_NUMA_BALANCING), *nodes its node set (empty
+ * for HP_MPOL_DEFAULT and HP_MPOL_LOCAL). 0, or -errno: -ENOSYS where the
+ * kernel has no NUMA support. */
+int hp_os_mempolicy(int *mode, struct hp_nodes *nodes);
+/* The nodes the calling thread's cpuset lets it use (get_mempolicy(2) with
+ * MPOL_F_MEMS_ALLOWED). 0 or -errno, as hp_os_mempolicy. */
+int hp_os_mems_allowed(struct hp_nodes *nodes);
+/* For tests: hp_os_mempolicy and hp_os_mems_allowed answer mode, *policy
+ * and *mems (process-wide, every thread) instead of asking the kernel, as
+ * a thread bound with set_mempolicy(2) on a machine of the fake sysfs tree
+ * would see them; mode < 0 (or policy or mems NULL) goes back to the
+ * kernel. An injected HP_OS_MEMPOLICY fault still fires first. */
+void hp_os_fake_mempolicy(int mode, const struct hp_nodes *policy, const struct hp_nodes *mems);
+
+/* Read a kernel node list file ("0-3,5\n", Documentation/ABI/stable/
+ * sysfs-devices-node: /sys/devices/system/node/has_memory and friends;
+ * an empty file is the empty set). 0, or -errno: -EINVAL for anything else,
+ * a node id of HP_NODES_MAX or more included. */
+int hp_os_read_nodelist(const char *path, struct hp_nodes *nodes);
+
 /* 0 if every page of [addr, addr+len) is mapped in this process, else
  * -ENOMEM (msync with MS_ASYNC validates the range and does no I/O for
  * anonymous memory). Used to refuse a wild pointer from a broken plugin. */

@@ -328,6 +328,53 @@ uint32_t hp_select_pin(const struct hp_select_request *sr)
     return sr->n_only == 1 ? HP_PIN_ENV : HP_PIN_NONE;
 }
 
+int hp_select_pool_nodes(int mode, const struct hp_nodes *policy, const struct hp_nodes *mems,
+                         const struct hp_nodes *with_memory, struct hp_nodes *out)
+{
+    struct hp_nodes allowed;
+    hp_nodes_and(&allowed, mems, with_memory);
+    /* An empty cpuset answer is no answer: every node then. */
+    if (!hp_nodes_count(&allowed))
+        allowed = *with_memory;
+    if (mode == HP_MPOL_BIND) {
+        struct hp_nodes bound;
+        hp_nodes_and(&bound, policy, &allowed);
+        /* A binding outside the cpuset is ignored for hugetlb
+         * (policy_mbind_nodemask: cpuset_nodemask_valid_mems_allowed). */
+        if (hp_nodes_count(&bound))
+            allowed = bound;
+    }
+    *out = allowed;
+    return !hp_nodes_equal(&allowed, with_memory);
+}
+
+void hp_select_limit_pool(struct hp_backend_caps *caps, const uint64_t node_free[HP_MAX_PAGE_SIZES],
+                          const char *nodes_text)
+{
+    unsigned n = caps->n_page_sizes < HP_MAX_PAGE_SIZES ? caps->n_page_sizes : HP_MAX_PAGE_SIZES;
+    int limited = 0, left = 0;
+    for (unsigned k = 0; k < n; k++) {
+        if (caps->pool_free[k] == UINT64_MAX) {
+            left = 1;  /* unpooled: nodes do not change what it can do */
+            continue;
+        }
+        if (node_free[k] != UINT64_MAX && node_free[k] < caps->pool_free[k]) {
+            caps->pool_free[k] = node_free[k];
+            limited = 1;
+        }
+        left |= caps->pool_free[k] > 0;
+    }
+    if (!limited)
+        return;
+    size_t used = strlen(caps->reason);
+    int many = strchr(nodes_text, ',') || strchr(nodes_text, '-');
+    snprintf(caps->reason + used, sizeof(caps->reason) - used,
+             "%sthe thread's memory policy and cpuset allow only node%s %s, whose pools have %s",
+             used ? "; " : "", many ? "s" : "", nodes_text, left ? "fewer free pages" : "none free");
+    if (!left)
+        caps->available = 0;
+}
+
 void hp_select_credit_cached(struct hp_backend_caps *caps,
                              const uint64_t cached_bytes[HP_MAX_PAGE_SIZES])
 {

@@ -7,6 +7,7 @@
 #define HP_LIB_SELECT_H
 
 #include "hp/backend.h"
+#include "nodes.h"
 #include "options.h"
 
 #define HP_SELECT_MAX 16
@@ -135,6 +136,34 @@ enum hp_pin {
                                          * (and the caller named none) */
 };
 uint32_t hp_select_pin(const struct hp_select_request *sr);
+
+/* ---- NUMA: whose hugetlb pools can serve a new mapping ----
+ *
+ * The kernel's rules (mm/hugetlb.c, mm/mempolicy.c): a private hugetlb
+ * mapping reserves its pages at mmap, counting only the free pages of the
+ * nodes the task's cpuset allows and, under a task MPOL_BIND, of the bound
+ * nodes (hugetlb_acct_memory -> allowed_mems_nr, policy_mbind_nodemask);
+ * the pages themselves come at fault from the nodes of the policy in force
+ * there (alloc_hugetlb_folio -> dequeue_hugetlb_folio_vma). Under MPOL_BIND
+ * only the bound nodes may serve; MPOL_PREFERRED, MPOL_PREFERRED_MANY,
+ * MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, MPOL_LOCAL and the default
+ * fall back to any node the cpuset allows. */
+
+/* The nodes whose pools may serve the faults of a new mapping made under
+ * policy (mode HP_MPOL_*, its node set) by a task whose cpuset allows mems,
+ * on a machine whose nodes with memory are with_memory: *out. Returns 1
+ * when that is not every node with memory (the pool figures of those nodes
+ * apply, not the global ones), else 0. Pure. */
+int hp_select_pool_nodes(int mode, const struct hp_nodes *policy, const struct hp_nodes *mems,
+                         const struct hp_nodes *with_memory, struct hp_nodes *out);
+
+/* Cap the pool figure of each pooled page size k of caps at node_free[k]
+ * (the free pages of the allowed nodes' pools, UINT64_MAX: no per-node
+ * figure, left alone). A backend whose every page size is pooled and now
+ * has none free becomes unavailable; the reason says so, naming the nodes
+ * (nodes_text, "1" or "0,2-3"). Pure. */
+void hp_select_limit_pool(struct hp_backend_caps *caps, const uint64_t node_free[HP_MAX_PAGE_SIZES],
+                          const char *nodes_text);
 
 /* Credit a backend's pool figures with the pages the cache holds
  * (cached_bytes[k] for page size k): the cache gives them back to the pool

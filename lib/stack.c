@@ -6,6 +6,7 @@
 #include "error.h"
 #include "loader.h"
 #include "measure.h"
+#include "numa.h"
 #include "os.h"
 #include "stack.h"
 #include "cache.h"
@@ -152,19 +153,24 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req, 
                          uint64_t guard, struct hp_stack_map *m)
 {
     struct hp_backend_caps caps[HP_MAX_BACKENDS];
-    struct hp_select_backend view[HP_MAX_BACKENDS];
+    struct hp_select_backend view[HP_MAX_BACKENDS] = {{0}};
     int huge = (req->flags & HUGE_FLAGS) != 0;
-    for (unsigned i = 0; i < c->n; i++) {
+    struct hp_nodes nodes;
+    int numa = huge && hp_numa_pool_nodes(&nodes);
+    unsigned n_backends = c->n;
+    for (unsigned i = 0; i < n_backends; i++) {
         struct hp_backend *b = &c->backends[i];
         /* A lean stack asks for base pages only: pools of huge pages are
          * not re-probed for it. */
         hp_backend_caps_now(b, huge ? req->usable : req->base_page_size,
                             huge ? req->huge_page_size : req->base_page_size, &caps[i]);
+        if (numa)
+            hp_numa_limit_caps(b, &nodes, &caps[i]);
         view[i] = (struct hp_select_backend){b->name, b->kind, &caps[i]};
     }
     struct hp_stack_plan plan[HP_STACK_PLAN_MAX];
     char why[400];
-    unsigned n = hp_stack_plan(req, view, c->n, plan, HP_STACK_PLAN_MAX, why, sizeof(why));
+    unsigned n = hp_stack_plan(req, view, n_backends, plan, HP_STACK_PLAN_MAX, why, sizeof(why));
     if (n == 0 && huge)
         return hp_fail(HP_ENOHUGE, "no huge pages for a %llu-byte stack: %s",
                        (unsigned long long)req->usable, why);
@@ -244,7 +250,10 @@ HP_EXTERN(struct hp_stack *) hp_stack_create_ex(size_t size, const struct hp_sta
     };
     req.usable = round_up(size, req.huge_page_size);
     struct hp_stack *s;
-    if (!(flags & HP_STACK_NOCACHE)) {
+    struct hp_nodes nodes;
+    /* A thread held to some nodes gets a fresh stack: cached ones may lie
+     * on any node. */
+    if (!(flags & HP_STACK_NOCACHE) && !(huge && hp_numa_pool_nodes(&nodes))) {
         int failed;
         s = from_cache(&req, guard, &failed);
         if (s || failed)

@@ -401,6 +401,40 @@ static int hugetlb_query(void *self, const struct hp_mapping *m, struct hp_block
     return hpb_query(host, m, q);
 }
 
+/* Free pages of the pools of the given nodes. The reservation at mmap
+ * counts exactly these (mm/hugetlb.c allowed_mems_nr, free_huge_pages_node)
+ * when the task is bound, and surplus pages that overcommit allows are
+ * allocated on them too (gather_surplus_pages). */
+static int hugetlb_node_pool(void *self, uint64_t page_size, const uint64_t *nodes,
+                             uint32_t n_nodes, uint64_t *free_pages)
+{
+    uint64_t sum = 0;
+    unsigned readable = 0;
+    for (uint32_t n = 0; n < n_nodes; n++) {
+        if (!(nodes[n / 64] >> (n % 64) & 1u))
+            continue;
+        char path[160];
+        uint64_t v;
+        snprintf(path, sizeof(path),
+                 "/sys/devices/system/node/node%u/hugepages/hugepages-%llukB/free_hugepages", n,
+                 (unsigned long long)(page_size >> 10));
+        if (read_u64(path, &v) != 0)
+            continue;
+        readable++;
+        sum = v > UINT64_MAX - 1 - sum ? UINT64_MAX - 1 : sum + v;
+    }
+    if (!readable)
+        return hpb_fail(host, HP_ENOTSUP, "no per-node pool figures for %llu KiB pages",
+                        (unsigned long long)(page_size >> 10));
+    struct pool pool;
+    if (read_pool(page_size, &pool) == 0 && pool.overcommit > pool.surplus) {
+        uint64_t extra = pool.overcommit - pool.surplus;
+        sum = extra > UINT64_MAX - 1 - sum ? UINT64_MAX - 1 : sum + extra;
+    }
+    *free_pages = sum;
+    return HP_OK;
+}
+
 static const struct hp_backend_ops hugetlb_ops = {
     .abi_version = HP_BACKEND_ABI_VERSION,
     .size = sizeof(struct hp_backend_ops),
@@ -413,6 +447,7 @@ static const struct hp_backend_ops hugetlb_ops = {
     .remap = hugetlb_remap,
     .advise = hugetlb_advise,
     .query = hugetlb_query,
+    .node_pool = hugetlb_node_pool,
 };
 
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);

@@ -56,7 +56,7 @@
  * names it; any other value is rejected at load.
  *
  * The core serialises nothing for the plugin: map, unmap, remap, advise,
- * huge_bytes and query are called concurrently from many threads and must be
+ * huge_bytes, query and node_pool are called concurrently from many threads and must be
  * thread-safe. probe is called once at load — for a plugin of kind
  * HP_KIND_OTHER, only once a request (hp_alloc_opts.backend) or HP_BACKENDS
  * names it, never before — again (from any thread) before requests that
@@ -359,6 +359,23 @@ struct hp_block_query {
  * query: fill q about m (see struct hp_block_query); NULL: all unknown.
  *   libhp's own backends fill numa_node with host->os_page_node of addr
  *   (-1 until the first page is touched) and leave fd at -1.
+ * node_pool (since libhp 1.4; read only when size reaches it): a pooled
+ *   backend's per-node figures. *free_pages gets how many pages of
+ *   page_size (one of its caps' pooled sizes) the pools of the NUMA nodes in
+ *   nodes can give a new mapping now; nodes is a bitmap of n_nodes bits
+ *   (node n is bit n % 64 of word n / 64, the layout of mbind(2)). Returns
+ *   HP_OK, or HP_ENOTSUP when it keeps no per-node figures (then the core
+ *   uses caps' pool_free). The core calls it before choosing, only on a
+ *   machine with two or more nodes with memory, and only when the calling
+ *   thread's memory policy (MPOL_BIND) or cpuset leaves some of them out:
+ *   their faults can take pages from those nodes alone (mm/hugetlb.c), so
+ *   the core caps pool_free at this figure, and a pool the allowed nodes
+ *   cannot serve is passed over as short. Called concurrently; a hint like
+ *   pool_free (map must still reserve or fail). NULL: pool_free is used.
+ *   hugetlbfs sums free_hugepages of
+ *   /sys/devices/system/node/node<N>/hugepages/hugepages-<size>kB over the
+ *   nodes, plus the room overcommit leaves (surplus pages come from the
+ *   allowed nodes too).
  */
 struct hp_backend_ops {
     uint32_t abi_version;        /* HP_BACKEND_ABI_VERSION */
@@ -378,6 +395,9 @@ struct hp_backend_ops {
     int (*advise)(void *self, const struct hp_mapping *m, uint64_t flags);
     int64_t (*huge_bytes)(void *self, const struct hp_mapping *m);
     int (*query)(void *self, const struct hp_mapping *m, struct hp_block_query *q);
+    /* Optional, since libhp 1.4. */
+    int (*node_pool)(void *self, uint64_t page_size, const uint64_t *nodes, uint32_t n_nodes,
+                     uint64_t *free_pages);
 };
 
 typedef const struct hp_backend_ops *(*hp_backend_entry_fn)(const struct hp_host *host);
