@@ -42,6 +42,13 @@ for s in suites:
     failed += int(s.get("failures", 0)) + int(s.get("errors", 0))
     skipped += int(s.get("skipped", 0))
 print(tests - failed - skipped, failed if tests else max(failed, 1))
+import os
+names = ["40-python: %s::%s" % (c.get("classname", "?"), c.get("name", "?"))
+         for c in root.iter("testcase")
+         if c.find("failure") is not None or c.find("error") is not None]
+if names and os.environ.get("HP_FAILS"):
+    with open(os.environ["HP_FAILS"], "a") as out:
+        out.write("".join(n + "\n" for n in names))
 PY
 )
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then

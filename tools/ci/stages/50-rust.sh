@@ -45,6 +45,8 @@ rc=${PIPESTATUS[0]}
 read -r passed failed < <(awk '/^test result: /{
     for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i }
   } END { print p + 0, f + 0 }' "$log")
+# "test some_name ... FAILED"
+grep -E '^test .* \.\.\. FAILED$' "$log" | sed 's/^test /50-rust: /; s/ \.\.\. FAILED$//' >> "${HP_FAILS:-/dev/null}"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
   echo "50-rust: cargo test exited $rc before reporting a failed test (build error?)" >&2
   failed=1
@@ -56,6 +58,7 @@ step() {   # step NAME CMD...: one more passed or failed check
     echo "50-rust: $name ok"; passed=$((passed + 1))
   else
     echo "50-rust: $name FAILED" >&2; failed=$((failed + 1)); rc=1
+    echo "50-rust: $name" >> "${HP_FAILS:-/dev/null}"
   fi
 }
 
