@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# README command 1: on a fresh Debian 12 machine, as root — install the build
-# dependencies, build and install libhp, show what it sees, then allocate a
-# block and print what backend and page size it really got.
+# README command 1: on a fresh Debian 12 machine, as root — install the
+# Debian packages of tools/deps/build.txt (every advertised feature's), build
+# libhp with those features enabled (tools/ci/lib.sh ci_setup_main; an
+# existing build/ is reconfigured, keeping e.g. its --prefix, or set up
+# again when those packages changed), install it (default prefix
+# /usr/local), show what libhp sees, then allocate a block and print what
+# backend and page size it really got.
+# usage: tools/quickstart.sh [SIZE]   (hpctl alloc's size; default 256M)
 set -eu
 cd "$(dirname "$0")/.."
-need="meson ninja-build pkg-config gcc libcmocka-dev python3"
-missing=$(for p in $need; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
-if [ -n "$missing" ]; then
-  apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 $missing
-fi
-[ -d build ] || meson setup build --buildtype=debugoptimized
-meson compile -C build
+tools/deps/install.sh build
+. tools/ci/lib.sh
+ci_setup_main
 meson install -C build --quiet
 ldconfig
+# hpctl from this install, also when its bindir is not on PATH.
+bindir=$(meson introspect build --buildoptions | python3 -c '
+import json, os, sys
+opts = {o["name"]: o["value"] for o in json.load(sys.stdin)}
+print(os.path.join(opts["prefix"], opts["bindir"]))')
 echo
-hpctl status
+"$bindir/hpctl" status
 echo
-hpctl alloc "${1:-256M}"
+"$bindir/hpctl" alloc "${1:-256M}"

@@ -13,7 +13,7 @@ n=0 fail=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 bad() { n=$((n + 1)); echo "not ok $n - $1"; fail=1; }
 check() { desc=$1; shift; if "$@" > "$root/out" 2>&1; then ok "$desc"; else bad "$desc"; sed 's/^/# /' "$root/out"; fi; }
-echo "1..22"
+echo "1..25"
 
 check "meson install into a DESTDIR" meson install -C "$build" --no-rebuild --destdir "$root" --quiet
 pc=$(find "$root" -name libhp.pc | head -1)
@@ -41,14 +41,57 @@ else
   n=$((n + 1)); echo "ok $n - man pages # SKIP scdoc or man missing"
 fi
 
-# The numpy allocator's extension goes where Debian's python3 reads under
-# the prefix (sys.path), so that `import hp` finds it after meson install.
-ext=$(find "$root" -name '_hp_numpy*.so' | head -1)
-if [ -n "$ext" ]; then
-  check "_hp_numpy installed where python3 looks: ${ext#"$root"}" sh -c "
-    /usr/bin/python3 -c 'import sys; print(chr(10).join(sys.path))' | grep -qx '$(dirname "${ext#"$root"}")'"
+# The Python package (-Dpython): hp/ with every module of bindings/python/hp,
+# _hp_installed.py naming the installed libdir, and _hp_numpy when built,
+# in the directory under the prefix that python3 reads, if it reads one
+# (/usr/lib/python3/dist-packages for /usr,
+# /usr/local/lib/python3.11/dist-packages for /usr/local); under any other
+# prefix in PREFIX/lib/python3/dist-packages, which README.md tells users
+# to put on PYTHONPATH (or in a .pth file).
+init=$(find "$root" -path '*/hp/__init__.py' | head -1)
+if [ -n "$init" ]; then
+  pkg=$(dirname "$init") site=$(dirname "$(dirname "${init#"$root"}")")
+  echo "# hp package in $site"
+  check "the hp package holds every module of bindings/python/hp" sh -c "
+    cd '$src/bindings/python/hp' && ls *.py py.typed > '$root/want' &&
+    cd '$pkg' && ls *.py py.typed | grep -vx _hp_installed.py | diff -u '$root/want' -"
+  check "hp/_hp_installed.py names the installed libdir ${libdir#"$root"}" sh -c "
+    /usr/bin/python3 -c 'import runpy, sys; sys.exit(runpy.run_path(sys.argv[1])[\"LIBDIR\"] != sys.argv[2])' \
+      '$pkg/_hp_installed.py' '${libdir#"$root"}'"
+  reads=$(/usr/bin/python3 -E -c '
+import os, sys
+prefix = os.path.normpath(sys.argv[1])
+for d in sys.path:
+    if os.path.isabs(d) and os.path.relpath(d, prefix).startswith("lib") and d.endswith(("dist-packages", "site-packages")):
+        print(os.path.normpath(d))' "$orig_prefix")
+  if [ -n "$reads" ]; then
+    check "installed where /usr/bin/python3 reads under $orig_prefix ($(echo $reads))" \
+      sh -c "echo '$reads' | grep -qx '$site'"
+  else
+    check "python3 reads nothing under $orig_prefix: installed in PREFIX/lib/python3/dist-packages (README)" \
+      test "$site" = "$orig_prefix/lib/python3/dist-packages"
+  fi
+  if [ -n "$(find "$pkg" -name '_hp_numpy*.so')" ]; then
+    # The installed package alone on the path (not the source tree's), the
+    # installed library through HP_LIBRARY (the recorded libdir is outside
+    # this DESTDIR; hp's own tests cover that lookup), numpy's arrays from
+    # libhp through the installed extension.
+    check "the installed package imports and hp.numpy serves numpy's arrays" env \
+      PYTHONPATH="$root$site" HP_LIBRARY="$libdir/libhp.so.1" HP_BACKEND_DIR="$backenddir" \
+      /usr/bin/python3 -c '
+import sys, hp, hp.numpy, numpy
+assert hp.__file__.startswith(sys.argv[1]), hp.__file__
+hp.numpy.install(min_size=1 << 20)
+a = numpy.zeros(4 << 20)
+assert hp.info(a).backend, "not from libhp"
+assert hp.numpy.stats()["allocs"] >= 1, hp.numpy.stats()' "$root$site/hp/"
+  else
+    n=$((n + 1)); echo "ok $n - _hp_numpy installed in the package # SKIP not built (python3-dev or numpy missing)"
+  fi
 else
-  n=$((n + 1)); echo "ok $n - _hp_numpy installed # SKIP not built (python3-dev or numpy missing)"
+  for what in "the hp package" "_hp_installed.py" "its directory" "hp.numpy"; do
+    n=$((n + 1)); echo "ok $n - $what # SKIP the Python package is not installed (-Dpython; cffi missing?)"
+  done
 fi
 
 export LD_LIBRARY_PATH=$libdir HP_BACKEND_DIR=$backenddir

@@ -4,9 +4,13 @@ Where it looks, in this order, stopping at the first that loads:
 
 1. ``$HP_LIBRARY``, if set: that file and nothing else (an error if it does
    not load, so a typo never silently picks another copy);
-2. ``libhp.so.1`` through the dynamic loader (LD_LIBRARY_PATH, the ldconfig
+2. in a copy of the package that ``meson install`` installed: ``libhp.so.1``
+   in the libdir of that install, which meson wrote into
+   ``hp/_hp_installed.py`` (so the package finds its own libhp under any
+   prefix, whatever the loader path says);
+3. ``libhp.so.1`` through the dynamic loader (LD_LIBRARY_PATH, the ldconfig
    cache, the default directories);
-3. ``libhp.so.1`` in ``pkg-config --variable=libdir libhp`` (a ``meson
+4. ``libhp.so.1`` in ``pkg-config --variable=libdir libhp`` (a ``meson
    install`` to a prefix the loader does not search, with PKG_CONFIG_PATH
    pointing at it).
 
@@ -20,6 +24,7 @@ Every deferred ``hp_free`` (see ``_free``) holds a reference to ``lib`` too,
 so the library outlives the last block even during interpreter shutdown.
 """
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -51,6 +56,16 @@ def _pkg_config_libdir() -> Tuple[Optional[str], str]:
     return os.path.join(libdir, SONAME), ""
 
 
+def installed_libdir() -> Optional[str]:
+    """The libdir recorded by ``meson install`` (hp/_hp_installed.py), or
+    None in a copy of the package that meson did not install."""
+    try:
+        mod = importlib.import_module("._hp_installed", __package__)
+    except ImportError:
+        return None
+    return str(mod.LIBDIR)
+
+
 def _load() -> Tuple[Any, str, List[str]]:
     searched: List[str] = []
     explicit = os.environ.get("HP_LIBRARY")
@@ -62,6 +77,13 @@ def _load() -> Tuple[Any, str, List[str]]:
             raise ImportError(f"hp: cannot load libhp from HP_LIBRARY={explicit}: {why}",
                               name="hp") from None
     searched.append("HP_LIBRARY (unset)")
+    libdir = installed_libdir()
+    if libdir is not None:
+        mine = os.path.join(libdir, SONAME)
+        try:
+            return ffi.dlopen(mine), mine, searched + [f"the installed libdir: {mine}"]
+        except OSError:
+            searched.append(f"the installed libdir: {mine} (not loadable)")
     try:
         return ffi.dlopen(SONAME), SONAME, searched + [f"{SONAME} on the loader path"]
     except OSError:

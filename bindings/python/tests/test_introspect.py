@@ -100,7 +100,8 @@ def test_status_names_library_search_and_plugin_dir():
 
 def _m_hp(**env):
     full = {k: v for k, v in os.environ.items() if k not in ("HP_LIBRARY", "LD_LIBRARY_PATH")}
-    full.update(PYTHONPATH=str(BINDING_DIR), **env)
+    full["PYTHONPATH"] = str(BINDING_DIR)
+    full.update(env)
     return subprocess.run([sys.executable, "-m", "hp"], capture_output=True, text=True, env=full)
 
 
@@ -150,3 +151,45 @@ def test_large_alloc_without_huge_page_backends_warns_once(tmp_path):
     count, category = proc.stdout.split("\n", 1)[0].split()
     assert (count, category) == ("1", "NoHugePagesWarning")
     assert "no huge-page backend is available" in proc.stdout
+
+
+def _installed_copy(tmp_path, libdir):
+    """A copy of the package as `meson install` lays it out: hp/ with
+    _hp_installed.py made from bindings/python/hp-installed.py.in."""
+    import shutil
+    site = tmp_path / "site"
+    shutil.copytree(BINDING_DIR / "hp", site / "hp",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.c"))
+    template = (BINDING_DIR / "hp-installed.py.in").read_text()
+    assert "@LIBDIR@" in template
+    (site / "hp" / "_hp_installed.py").write_text(template.replace("@LIBDIR@", libdir))
+    return site
+
+
+def test_source_tree_copy_has_no_installed_libdir():
+    from hp._lib import installed_libdir
+    assert not (BINDING_DIR / "hp" / "_hp_installed.py").exists()
+    assert installed_libdir() is None
+
+
+def test_installed_copy_loads_the_libhp_of_its_install(tmp_path):
+    # Neither HP_LIBRARY, nor the loader path, nor pkg-config point at this
+    # libhp: only the libdir recorded at install time does.
+    libdir = os.path.dirname(hp.status()["library"])
+    site = _installed_copy(tmp_path, libdir)
+    proc = _m_hp(PYTHONPATH=str(site), PKG_CONFIG_PATH="/nonexistent",
+                 PKG_CONFIG_LIBDIR="/nonexistent")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.split("\n", 1)[0]
+    assert f"from {os.path.realpath(os.path.join(libdir, 'libhp.so.1'))}" in first, first
+    assert f"the installed libdir: {libdir}/libhp.so.1" in first, first
+
+
+def test_installed_copy_with_its_libdir_gone_says_so_and_goes_on(tmp_path):
+    libdir = os.path.dirname(hp.status()["library"])
+    site = _installed_copy(tmp_path, "/nonexistent-hp-libdir")
+    proc = _m_hp(PYTHONPATH=str(site), LD_LIBRARY_PATH=libdir)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.split("\n", 1)[0]
+    assert "the installed libdir: /nonexistent-hp-libdir/libhp.so.1 (not loadable)" in first
+    assert "libhp.so.1 on the loader path" in first, first

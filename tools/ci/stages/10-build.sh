@@ -8,10 +8,14 @@
 # which prints any error; the background log is
 # build/ci-sanitizer-build.log. HP_CI_BACKGROUND_BUILD=0 builds them in
 # their own stages instead.
+#
+# ./build is the one README command 1 (tools/quickstart.sh) configured, if
+# it ran: the same options (tools/ci/lib.sh ci_setup_main: the advertised
+# features enabled), reconfigured, or set up from scratch when Debian
+# packages of tools/deps/build.txt changed since, so it is never stale.
 set -eu
 . tools/ci/lib.sh
-[ -d build ] || meson setup build --buildtype=debugoptimized
-meson compile -C build
+ci_setup_main
 [ "${HP_CI_BACKGROUND_BUILD:-1}" = 1 ] || exit 0
 # The lock is taken here, before the job starts, so a stage can never look
 # before the job holds it; the job inherits it and drops it when it ends.
