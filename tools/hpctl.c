@@ -10,9 +10,11 @@
 
 #include "hpctl.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *kind_name(uint32_t kind)
 {
@@ -123,7 +125,7 @@ static void print_pools(int json)
         else
             printf("%-10lu %8s %8s %8s %8s %10s\n", kb[i], v[0], v[1], v[2], v[3], v[4]);
     }
-    printf(json ? "\n  ]\n" : "");
+    printf(json ? "\n  ]" : "");
 }
 
 /* A bad HP_* variable makes every libhp call fail (HP_EENV) and no plugin
@@ -148,7 +150,20 @@ static int32_t print_init_error(int json)
     return rc;
 }
 
-static int cmd_status(int json)
+/* The values hpctl made persistent (hpctl_persist.c). */
+static void print_persistent(const char *root, int json)
+{
+    if (json) {
+        printf(",\n  \"persistent\": ");
+        persist_list(root, 1);
+        printf("\n");
+        return;
+    }
+    printf("\npersistent (applied at every boot):\n");
+    persist_list(root, 0);
+}
+
+static int cmd_status(int json, const char *root)
 {
     if (json)
         printf("{\n  \"schema\": %d,\n  \"command\": \"status\",\n  \"version\": \"%s\",\n",
@@ -159,12 +174,14 @@ static int cmd_status(int json)
     print_backends(json);
     print_thp(json);
     print_pools(json);
+    print_persistent(root, json);
     if (json)
         printf("}\n");
     return rc == HP_OK ? HPCTL_OK : HPCTL_FAIL;
 }
 
 static int usage(void);
+static int usage_of(const char *name);
 
 /* alloc's failure: the error on stderr and, under --json, the document
  * with status, error and no block. */
@@ -188,8 +205,11 @@ static int cmd_alloc(int argc, char **argv)
     struct hp_alloc_opts opts = HP_ALLOC_OPTS_INIT;
     uint64_t size = 0;
     int json = 0;
-    if (argc < 1 || parse_size(argv[0], &size) != 0)
-        return usage();
+    static const char *const valued[] = {"--backend", "--exclude", "--page-size", NULL};
+    if (argc < 1 || (argv[0][0] == '-' && (argv[0][1] < '0' || argv[0][1] > '9')))
+        return hpctl_bad("alloc", "a SIZE is required first"), usage_of("alloc");
+    if (hpctl_size_arg("alloc", "SIZE", argv[0], &size) != HPCTL_OK)
+        return usage_of("alloc");
     for (int i = 1; i < argc; i++) {
         uint64_t ps;
         if (!strcmp(argv[i], "--json"))
@@ -204,11 +224,12 @@ static int cmd_alloc(int argc, char **argv)
             opts.backend = argv[++i];
         else if (!strcmp(argv[i], "--exclude") && i + 1 < argc)
             opts.exclude = argv[++i];
-        else if (!strcmp(argv[i], "--page-size") && i + 1 < argc &&
-                 parse_size(argv[i + 1], &ps) == 0 && hp_page_size_flag(ps))
-            opts.flags |= hp_page_size_flag(ps), i++;
-        else
-            return usage();
+        else if (!strcmp(argv[i], "--page-size") && i + 1 < argc) {
+            if (hpctl_page_size_arg("alloc", argv[++i], &ps) != HPCTL_OK)
+                return usage_of("alloc");
+            opts.flags |= ps;
+        } else
+            return hpctl_unexpected("alloc", argv, i, argc, valued), usage_of("alloc");
     }
     unsigned char *p = hp_alloc_ex((size_t)size, &opts);
     if (!p)
@@ -243,16 +264,27 @@ static int cmd_alloc(int argc, char **argv)
 
 static int cmd_status_args(int argc, char **argv)
 {
-    if (argc > 1 || (argc == 1 && strcmp(argv[0], "--json")))
-        return usage();
-    return cmd_status(argc == 1);
+    int json = 0;
+    const char *root = "";
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
+            if (persist_root(argv[++i], &root) != HPCTL_OK)
+                return usage_of("status");
+        } else
+            return hpctl_unexpected("status", argv, i, argc, (const char *const[]){"--root", NULL}),
+                   usage_of("status");
+    }
+    return cmd_status(json, root);
 }
 
 static int cmd_version(int argc, char **argv)
 {
-    if (argc > 1 || (argc == 1 && strcmp(argv[0], "--json")))
-        return usage();
-    if (argc == 1)
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--json"))
+            return hpctl_unexpected("version", argv, i, argc, NULL), usage_of("version");
+    if (argc >= 1)
         printf("{\"schema\": %d, \"command\": \"version\", \"version\": \"%s\", "
                "\"version_number\": %u}\n", HPCTL_SCHEMA, hp_version_string(), hp_version());
     else
@@ -266,28 +298,139 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *usage;
 } commands[] = {
-    {"status", cmd_status_args, "status [--json]"},
+    {"status", cmd_status_args, "status [--root DIR] [--json]"},
     {"alloc", cmd_alloc, "alloc SIZE [--page-size SIZE] [--backend NAME] [--exclude LIST] "
                          "[--require-huge] [--no-pool] [--populate] [--json]"},
     {"explain", hpctl_explain, "explain SIZE [--page-size SIZE] [--backend NAME] [--exclude LIST] "
                                "[--require-huge] [--no-pool] [--json]"},
     {"pool", hpctl_pool, "pool [--json] | pool set SIZE [COUNT] [--node N] [--overcommit N] "
-                         "[--dry-run] [--json] | pool release [SIZE] [--node N] [--dry-run] [--json]"},
-    {"thp", hpctl_thp, "thp [--json] | thp set enabled|defrag VALUE [--dry-run] [--json]"},
+                         "[--persist [--root DIR]] [--dry-run] [--json] | pool release [SIZE] "
+                         "[--node N] [--persist [--root DIR]] [--dry-run] [--json]"},
+    {"thp", hpctl_thp, "thp [--json] | thp set enabled|defrag VALUE [--persist [--root DIR]] "
+                       "[--dry-run] [--json]"},
     {"mthp", hpctl_mthp, "mthp [--json] | mthp set SIZE|all enabled|shmem_enabled VALUE "
-                         "[--dry-run] [--json]"},
+                         "[--persist [--root DIR]] [--dry-run] [--json]"},
+    {"undo", hpctl_undo, "undo [--all] [--dry-run] [--json]"},
+    {"persist", hpctl_persist, "persist [--root DIR] [--json] | persist remove KNOB...|all "
+                               "[--root DIR] [--dry-run] [--json]"},
     {"why", hpctl_why, "why PID [--mappings] [--json]"},
     {"watch", hpctl_watch, "watch [PID] [--interval SECONDS] [--count N] [--json]"},
     {"run", hpctl_run, "run [--backend NAME] [--page-size SIZE] [--pool] [--stacks lean|huge] "
-                       "[--report] -- CMD [ARGS]"},
+                       "[--report] [--report-json FILE] [--] CMD [ARGS...]"},
     {"version", cmd_version, "version [--json]"},
 };
+
+/* The usage line of one subcommand. */
+static int usage_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
+        if (!strcmp(commands[i].name, name))
+            fprintf(stderr, "usage: hpctl %s\n", commands[i].usage);
+    return HPCTL_USAGE;
+}
 
 static int usage(void)
 {
     for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
         fprintf(stderr, "%s hpctl %s\n", i ? "      " : "usage:", commands[i].usage);
     return HPCTL_USAGE;
+}
+
+/* Under --json every run prints one document. When a subcommand fails
+ * before it printed its own (a bad command line, a pool size or process
+ * that does not exist), main prints {schema, command, status, error} with
+ * the first message hpctl wrote to stderr. To know, stdout and stderr are
+ * replaced by streams that count and keep what passes through them
+ * (fopencookie(3); glibc lets a program assign stdout and stderr). */
+static size_t out_bytes;
+static char err_text[1024];
+static size_t err_len;
+static int out_fd = 1, err_fd = 2;
+
+static ssize_t pass_write(void *cookie, const char *buf, size_t n)
+{
+    int fd = *(int *)cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return done ? (ssize_t)done : -1;
+        done += (size_t)w;
+    }
+    if (fd == out_fd) {
+        out_bytes += n;
+    } else {
+        size_t room = sizeof(err_text) - 1 - err_len, take = n < room ? n : room;
+        memcpy(err_text + err_len, buf, take);
+        err_len += take;
+        err_text[err_len] = '\0';
+    }
+    return (ssize_t)n;
+}
+
+static int wrap_streams(void)
+{
+    cookie_io_functions_t io = {.write = pass_write};
+    FILE *out = fopencookie(&out_fd, "w", io), *err = fopencookie(&err_fd, "w", io);
+    if (!out || !err) {
+        if (out)
+            fclose(out);
+        if (err)
+            fclose(err);
+        return -1;
+    }
+    setvbuf(out, NULL, _IOLBF, 0);
+    setvbuf(err, NULL, _IONBF, 0);
+    stdout = out;
+    stderr = err;
+    return 0;
+}
+
+/* --json before any "--" (run passes what follows to its command). */
+static int wants_json(int argc, char **argv)
+{
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--json"))
+            return 1;
+    return 0;
+}
+
+static void error_document(const char *command, const char *verb, int rc)
+{
+    static const char *const codes[] = {"ok", "failed", "usage", "permission", "not-found",
+                                        "partial"};
+    char detail[512] = "";
+    /* The first "hpctl..." line, without its "hpctl: " prefix. */
+    for (char *line = err_text; *line && !detail[0];) {
+        size_t len = strcspn(line, "\n");
+        if (!strncmp(line, "hpctl", 5)) {
+            const char *colon = memchr(line, ':', len);
+            const char *text = colon ? colon + 1 + (colon[1] == ' ') : line;
+            snprintf(detail, sizeof(detail), "%.*s", (int)(len - (size_t)(text - line)), text);
+        }
+        line += len + (line[len] == '\n');
+    }
+    if (!detail[0])
+        snprintf(detail, sizeof(detail), "bad command line");
+    printf("{\"schema\": %d, \"command\": ", HPCTL_SCHEMA);
+    if (command) {
+        char name[96];
+        snprintf(name, sizeof(name), "%s%s%s", command, verb ? " " : "", verb ? verb : "");
+        json_string(name);
+    } else {
+        printf("null");
+    }
+    /* explain's own status is the error hp_alloc would return, a name. */
+    if (command && !strcmp(command, "explain"))
+        printf(", \"status\": null");
+    else
+        printf(", \"status\": %d", rc);
+    printf(", \"exit_code\": %d, \"error\": {\"code\": \"%s\", \"detail\": ", rc,
+           rc >= 0 && rc <= HPCTL_PARTIAL ? codes[rc] : "failed");
+    json_string(detail);
+    printf("}}\n");
 }
 
 int main(int argc, char **argv)
@@ -298,9 +441,27 @@ int main(int argc, char **argv)
         usage();
         return HPCTL_OK;
     }
+    int json = wants_json(argc, argv) && strcmp(argv[1], "run") && wrap_streams() == 0;
+    const char *command = NULL, *verb = NULL;
+    int rc = -1;
     for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 2, argv + 2);
-    fprintf(stderr, "hpctl: unknown command \"%s\"\n", argv[1]);
-    return usage();
+        if (!strcmp(argv[1], commands[i].name)) {
+            command = commands[i].name;
+            if (argc > 2 && (!strcmp(argv[2], "set") || !strcmp(argv[2], "release") ||
+                             !strcmp(argv[2], "remove")))
+                verb = argv[2];
+            rc = commands[i].run(argc - 2, argv + 2);
+            break;
+        }
+    if (!command) {
+        fprintf(stderr, "hpctl: unknown command \"%s\"\n", argv[1]);
+        rc = usage();
+    }
+    if (json) {
+        fflush(stdout);
+        if (out_bytes == 0 && rc != HPCTL_OK)
+            error_document(command, verb, rc);
+        fflush(stdout);
+    }
+    return rc;
 }

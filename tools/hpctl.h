@@ -34,6 +34,30 @@ int hpctl_explain(int argc, char **argv);
 int hpctl_watch(int argc, char **argv);
 int hpctl_why(int argc, char **argv);   /* hpctl_why.c: any process's huge pages, and why */
 int hpctl_run(int argc, char **argv);   /* hpctl_run.c: CMD under libhp-malloc.so */
+int hpctl_persist(int argc, char **argv);   /* hpctl_persist.c: settings kept across reboots */
+int hpctl_undo(int argc, char **argv);      /* hpctl_undo.c: the values before the last set */
+
+/* hpctl_undo.c: knob held before (as it read) when this command wrote it;
+ * the knobs of one hpctl run form one group for hpctl undo. A record that
+ * cannot be written is lost silently: the change itself stands. */
+void undo_record(const char *knob, const char *before);
+
+/* hpctl_persist.c. A knob (its /sys path) and the value to apply at boot. */
+struct persist_item {
+    const char *knob;
+    const char *value;
+};
+/* --root DIR: an absolute directory, stored as "" for "/". HPCTL_OK, or
+ * HPCTL_USAGE with a message. */
+int persist_root(const char *arg, const char **root);
+/* Record items in the boot-time files below root (sysctl.d for the default
+ * pool, tmpfiles.d for the rest), print each line, override and boot
+ * parameter advice; under json, print ', "persisted": [...]' instead.
+ * dry_run prints only. Returns HPCTL_*. */
+int persist_apply(const char *root, const struct persist_item *items, int n, int dry_run,
+                  int json);
+/* What hpctl made persistent below root: text lines, or under json a list. */
+void persist_list(const char *root, int json);
 
 /* /proc or /sys path as hpctl reads and writes it: below HP_SYSFS_ROOT when
  * that is set (fabricated trees in tests), else path itself. */
@@ -63,6 +87,18 @@ int parse_u64(const char *s, uint64_t *out);
 
 /* Sorted "hugepages-<n>kB" entries of dir (test root applies); returns the count. */
 int size_dirs(const char *dir, unsigned long kb[], int max);
+
+/* A bad command line: "hpctl CMD: MESSAGE" on stderr, naming the argument
+ * and what was wrong with it. Returns HPCTL_USAGE. */
+int hpctl_bad(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* parse_size, or hpctl_bad naming what ("SIZE", "--page-size") and arg. */
+int hpctl_size_arg(const char *cmd, const char *what, const char *arg, uint64_t *out);
+/* --page-size SIZE -> its HP_F_PAGE_* flag, or hpctl_bad. */
+int hpctl_page_size_arg(const char *cmd, const char *arg, uint64_t *flag);
+/* argv[i] was not understood: "X needs a value" (X is one of valued, the
+ * options that take one, and is last), "unknown option", or "unexpected
+ * argument". Returns HPCTL_USAGE. */
+int hpctl_unexpected(const char *cmd, char **argv, int i, int argc, const char *const valued[]);
 
 /* Nanoseconds of CLOCK_MONOTONIC. */
 uint64_t now_ns(void);

@@ -113,6 +113,37 @@ static int mthp_off(const struct hp_backend_caps *caps, unsigned long kb_out[], 
     return got;
 }
 
+/* --page-size P that nothing on this kernel has: no backend record lists
+ * it, there is no hugetlb pool of that size, and it is neither the PMD
+ * size nor an mTHP size. Then that is the reason, not whatever else an
+ * unavailable backend says (its pool of another size, say). */
+static int size_missing(const struct hp_explain *ex, uint64_t ps, char *buf, size_t cap)
+{
+    char path[256], hs[32], pmd[32];
+    uint64_t pmd_size = 0;
+    buf[0] = '\0';
+    if (!ps)
+        return 0;
+    for (unsigned i = 0; i < ex->n_backends; i++)
+        for (unsigned k = 0; k < ex->backends[i].caps.n_page_sizes && k < HP_MAX_PAGE_SIZES; k++)
+            if (ex->backends[i].caps.page_sizes[k] == ps)
+                return 0;
+    snprintf(path, sizeof(path), POOL_DIR "/hugepages-%llukB", (unsigned long long)(ps >> 10));
+    if (path_exists(path))
+        return 0;
+    read_line(THP_DIR "/hpage_pmd_size", pmd, sizeof(pmd));
+    if (parse_u64(pmd, &pmd_size) == 0 && pmd_size == ps)
+        return 0;
+    snprintf(path, sizeof(path), THP_DIR "/hugepages-%llukB", (unsigned long long)(ps >> 10));
+    if (path_exists(path))
+        return 0;
+    human_size(ps, hs, sizeof(hs));
+    snprintf(buf, cap, "this kernel has no %s pages: no hugetlb pool of that size "
+             "(" POOL_DIR "/hugepages-%llukB is missing) and no THP size of it", hs,
+             (unsigned long long)(ps >> 10));
+    return 1;
+}
+
 static int explain_usage(void)
 {
     fprintf(stderr, "usage: hpctl explain SIZE [--page-size SIZE] [--backend NAME] "
@@ -120,7 +151,8 @@ static int explain_usage(void)
     return HPCTL_USAGE;
 }
 
-static void print_json(const struct hp_explain *ex, const struct hp_alloc_opts *opts, uint64_t size)
+static void print_json(const struct hp_explain *ex, const struct hp_alloc_opts *opts, uint64_t size,
+                       const char *missing)
 {
     char why[400];
     printf("{\"schema\": %d, \"command\": \"explain\", \"size\": %llu, \"flags\": %llu, "
@@ -129,6 +161,8 @@ static void print_json(const struct hp_explain *ex, const struct hp_alloc_opts *
     opts->backend ? json_string(opts->backend) : (void)printf("null");
     printf(", \"status\": \"%s\", \"detail\": ", hp_error_name(ex->status));
     json_string(ex->status == HP_OK ? "" : ex->detail);
+    printf(", \"page_size_missing\": ");
+    missing[0] ? json_string(missing) : (void)printf("null");
     printf(", \"result\": ");
     if (ex->n_cand) {
         printf("{\"backend\": ");
@@ -196,7 +230,7 @@ static void print_json(const struct hp_explain *ex, const struct hp_alloc_opts *
 }
 
 static void print_text(const struct hp_explain *ex, const struct hp_alloc_opts *opts,
-                       const char *size_arg, uint64_t size)
+                       const char *size_arg, uint64_t size, const char *missing)
 {
     char ps[32], why[400];
     if (ex->n_cand) {
@@ -207,6 +241,8 @@ static void print_text(const struct hp_explain *ex, const struct hp_alloc_opts *
         printf("hp_alloc(%s) would fail: %s: %s\n", size_arg, hp_error_name(ex->status),
                ex->detail);
     }
+    if (missing[0])
+        printf("because %s (--page-size)\n", missing);
     if (ex->n_cand)
         printf("\ncandidates, in the order hp_alloc tries them (the next one serves if a map "
                "fails):\n");
@@ -258,9 +294,12 @@ static void print_text(const struct hp_explain *ex, const struct hp_alloc_opts *
 int hpctl_explain(int argc, char **argv)
 {
     struct hp_alloc_opts opts = HP_ALLOC_OPTS_INIT;
-    uint64_t size = 0, ps;
+    uint64_t size = 0, ps, asked_ps = 0;
     int json = 0;
-    if (argc < 1 || parse_size(argv[0], &size) != 0)
+    static const char *const valued[] = {"--backend", "--exclude", "--page-size", NULL};
+    if (argc < 1 || (argv[0][0] == '-' && (argv[0][1] < '0' || argv[0][1] > '9')))
+        return hpctl_bad("explain", "a SIZE is required first"), explain_usage();
+    if (hpctl_size_arg("explain", "SIZE", argv[0], &size) != HPCTL_OK)
         return explain_usage();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
@@ -273,11 +312,13 @@ int hpctl_explain(int argc, char **argv)
             opts.backend = argv[++i];
         else if (!strcmp(argv[i], "--exclude") && i + 1 < argc)
             opts.exclude = argv[++i];
-        else if (!strcmp(argv[i], "--page-size") && i + 1 < argc &&
-                 parse_size(argv[i + 1], &ps) == 0 && hp_page_size_flag(ps))
-            opts.flags |= hp_page_size_flag(ps), i++;
-        else
-            return explain_usage();
+        else if (!strcmp(argv[i], "--page-size") && i + 1 < argc) {
+            if (hpctl_page_size_arg("explain", argv[++i], &ps) != HPCTL_OK)
+                return explain_usage();
+            opts.flags |= ps;
+            parse_size(argv[i], &asked_ps);
+        } else
+            return hpctl_unexpected("explain", argv, i, argc, valued), explain_usage();
     }
     struct hp_explain *ex = calloc(1, sizeof(*ex));
     if (!ex) {
@@ -285,10 +326,12 @@ int hpctl_explain(int argc, char **argv)
         return HPCTL_FAIL;
     }
     hp_alloc_explain((size_t)size, &opts, ex);
+    char missing[300];
+    size_missing(ex, asked_ps, missing, sizeof(missing));
     if (json)
-        print_json(ex, &opts, size);
+        print_json(ex, &opts, size, missing);
     else
-        print_text(ex, &opts, argv[0], size);
+        print_text(ex, &opts, argv[0], size, missing);
     int rc = ex->n_cand ? HPCTL_OK : HPCTL_FAIL;
     free(ex);
     return rc;

@@ -156,7 +156,7 @@ static int pool_size_kb(const char *arg, unsigned long *out)
     unsigned long kb[MAX_SIZES];
     int n = size_dirs(POOL_DIR, kb, MAX_SIZES);
     if (parse_size(arg, &bytes) != 0 || bytes < 1024) {
-        fprintf(stderr, "hpctl: \"%s\" is not a page size (try 2M or 1G)\n", arg);
+        fprintf(stderr, "hpctl: SIZE \"%s\" is not a page size (such as 2M or 1G)\n", arg);
         return HPCTL_USAGE;
     }
     for (int i = 0; i < n; i++)
@@ -208,6 +208,9 @@ static void apply(struct change *c, int dry_run)
         c->rc = knob_error(c->path, value, err);
         return;
     }
+    char before[32];
+    snprintf(before, sizeof(before), "%llu", (unsigned long long)c->before);
+    undo_record(c->path, before);
     if (!c->have_after) {
         fprintf(stderr, "hpctl: cannot read %s back\n", c->path);
         c->rc = HPCTL_FAIL;
@@ -264,8 +267,9 @@ static void report(const struct change *c, unsigned long kb, int node, int dry_r
 static int pool_usage(void)
 {
     fprintf(stderr, "usage: hpctl pool [--json]\n"
-                    "       hpctl pool set SIZE [COUNT] [--node N] [--overcommit N] [--dry-run] [--json]\n"
-                    "       hpctl pool release [SIZE] [--node N] [--dry-run] [--json]\n");
+                    "       hpctl pool set SIZE [COUNT] [--node N] [--overcommit N] [--persist [--root DIR]]\n"
+                    "                      [--dry-run] [--json]\n"
+                    "       hpctl pool release [SIZE] [--node N] [--persist [--root DIR]] [--dry-run] [--json]\n");
     return HPCTL_USAGE;
 }
 
@@ -280,35 +284,55 @@ static void knob_path(char *buf, size_t cap, unsigned long kb, int node, const c
 /* set (release = 0) or release: every change in order, one report. */
 static int pool_change(int argc, char **argv, int release)
 {
-    const char *size_arg = NULL, *count_arg = NULL;
-    int json = 0, dry_run = 0, node = -1, have_over = 0;
+    const char *size_arg = NULL, *count_arg = NULL, *root = "";
+    int json = 0, dry_run = 0, node = -1, have_over = 0, persist = 0, have_root = 0;
     uint64_t over = 0, count = 0, v;
+    const char *cmd = release ? "pool release" : "pool set";
+    static const char *const valued[] = {"--root", "--node", "--overcommit", NULL};
     for (int i = 0; i < argc; i++) {
+        int number = argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9';
         if (!strcmp(argv[i], "--json"))
             json = 1;
         else if (!strcmp(argv[i], "--dry-run"))
             dry_run = 1;
-        else if (!strcmp(argv[i], "--node") && i + 1 < argc && parse_u64(argv[i + 1], &v) == 0 &&
-                 v < 4096)
-            node = (int)v, i++;
-        else if (!strcmp(argv[i], "--overcommit") && !release && i + 1 < argc &&
-                 parse_u64(argv[i + 1], &over) == 0)
-            have_over = 1, i++;
-        else if (argv[i][0] == '-')
-            return pool_usage();
+        else if (!strcmp(argv[i], "--persist"))
+            persist = 1;
+        else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
+            if (persist_root(argv[++i], &root) != HPCTL_OK)
+                return pool_usage();
+            have_root = 1;
+        } else if (!strcmp(argv[i], "--node") && i + 1 < argc) {
+            if (parse_u64(argv[++i], &v) != 0 || v >= 4096)
+                return hpctl_bad(cmd, "--node \"%s\" is not a NUMA node number", argv[i]),
+                       pool_usage();
+            node = (int)v;
+        } else if (!strcmp(argv[i], "--overcommit") && !release && i + 1 < argc) {
+            if (parse_u64(argv[++i], &over) != 0)
+                return hpctl_bad(cmd, "--overcommit \"%s\" is not a page count (a whole "
+                                 "number from 0)", argv[i]), pool_usage();
+            have_over = 1;
+        } else if (argv[i][0] == '-' && !number)
+            return hpctl_unexpected(cmd, argv, i, argc, valued), pool_usage();
         else if (!size_arg)
             size_arg = argv[i];
         else if (!count_arg && !release)
             count_arg = argv[i];
         else
-            return pool_usage();
+            return hpctl_unexpected(cmd, argv, i, argc, valued), pool_usage();
     }
-    if ((!release && (!size_arg || (!count_arg && !have_over))) || (have_over && node >= 0))
-        return pool_usage();
-    if (count_arg && parse_u64(count_arg, &count) != 0) {
-        fprintf(stderr, "hpctl: \"%s\" is not a page count\n", count_arg);
-        return HPCTL_USAGE;
-    }
+    if (!release && !size_arg)
+        return hpctl_bad(cmd, "a pool SIZE is required (such as 2M or 1G)"), pool_usage();
+    if (!release && !count_arg && !have_over)
+        return hpctl_bad(cmd, "a page COUNT or --overcommit N is required"), pool_usage();
+    if (have_over && node >= 0)
+        return hpctl_bad(cmd, "--overcommit is for the whole pool, not for one --node"),
+               pool_usage();
+    if (have_root && !persist)
+        return hpctl_bad(cmd, "--root is the root of /etc for --persist, which is missing"),
+               pool_usage();
+    if (count_arg && parse_u64(count_arg, &count) != 0)
+        return hpctl_bad(cmd, "COUNT \"%s\" is not a page count (a whole number from 0)",
+                         count_arg), pool_usage();
     unsigned long kbs[MAX_SIZES];
     int nk = 0;
     if (size_arg) {
@@ -364,7 +388,29 @@ static int pool_change(int argc, char **argv, int release)
             break;
     }
     if (json)
-        printf("], \"status\": %d}\n", rc);
+        printf("]");
+    if (persist) {
+        /* What was granted now, or a short grant, is kept for boot: the
+         * pool is asked for again before memory fragments. */
+        struct persist_item items[MAX_SIZES + 1];
+        char values[MAX_SIZES + 1][32];
+        int np = 0;
+        for (int i = 0; i < n; i++) {
+            if (ch[i].rc != HPCTL_OK && ch[i].rc != HPCTL_PARTIAL)
+                break;
+            snprintf(values[np], sizeof(values[np]), "%llu", (unsigned long long)ch[i].asked);
+            items[np].knob = ch[i].path;
+            items[np].value = values[np];
+            np++;
+        }
+        int prc = persist_apply(root, items, np, dry_run, json);
+        if (prc != HPCTL_OK && (rc == HPCTL_OK || rc == HPCTL_PARTIAL))
+            rc = prc;
+    } else if (json) {
+        printf(", \"persisted\": null");
+    }
+    if (json)
+        printf(", \"status\": %d}\n", rc);
     return rc;
 }
 
@@ -378,5 +424,6 @@ int hpctl_pool(int argc, char **argv)
         return pool_change(argc - 1, argv + 1, 0);
     if (!strcmp(argv[0], "release"))
         return pool_change(argc - 1, argv + 1, 1);
-    return pool_usage();
+    int bad = !strcmp(argv[0], "--json") ? 1 : 0;  /* pool --json EXTRA */
+    return hpctl_unexpected("pool", argv, bad, argc, NULL), pool_usage();
 }

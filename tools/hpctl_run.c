@@ -1,6 +1,6 @@
 /*
  * hpctl run [--backend NAME] [--page-size SIZE] [--pool] [--stacks lean|huge] [--report]
- *           [--] CMD [ARGS...]
+ *           [--report-json FILE] [--] CMD [ARGS...]
  *
  * Runs an unmodified program with libhp-malloc.so: appends the library to
  * LD_PRELOAD, passes the choices on as environment (HP_BACKENDS,
@@ -9,11 +9,17 @@
  * inherited (HP_MALLOC_POOL=1 in the environment counts as --pool; a
  * backend or page size that only a pool has needs it); HP_STACKS for
  * --stacks: thread stacks from hp_stack_create), and with --report prints
- * one line to stderr when the command has exited: what its malloc served
- * from which backend and how much of it was huge, as libhp-malloc measured
- * in the process's smaps
- * (HP_MALLOC_STATS=line, written to a private file and read back here).
- * Exits with the command's status (128 + signal number if it was killed).
+ * a line per process to stderr when the command has exited: what its malloc
+ * served from which backend and how much of it was huge, as libhp-malloc
+ * measured in the process's smaps at exit, with its peak RSS
+ * (HP_MALLOC_STATS=line, written to a private file and read back here;
+ * each process first writes a "started" line, so one that ends without
+ * exit handlers is told apart from one that never loaded the library).
+ * --report-json FILE writes the same as a JSON document.
+ * Exits with the command's status (128 + signal number if it was killed);
+ * 127 if CMD was not found, 126 if it could not be executed, 125 if hpctl
+ * could not start it (no libhp-malloc.so, no report file), 2 for a bad
+ * command line: as env(1) and timeout(1) do.
  *
  * The library is found at HP_MALLOC_LIBRARY if set, else in lib/malloc/ of
  * the build tree this hpctl runs from, else in the installed libdir.
@@ -32,11 +38,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* hpctl run's own failures, apart from the command's statuses. */
+enum { RUN_CANNOT_START = 125, RUN_CANNOT_EXEC = 126, RUN_NOT_FOUND = 127 };
+
 static int run_usage(void)
 {
     fprintf(stderr, "usage: hpctl run [--backend NAME] [--page-size SIZE] [--pool] "
-                    "[--stacks lean|huge] [--report] [--] CMD [ARGS...]\n");
-    return 2;
+                    "[--stacks lean|huge] [--report] [--report-json FILE] [--] CMD [ARGS...]\n");
+    return HPCTL_USAGE;
 }
 
 static int readable_file(const char *path)
@@ -122,38 +131,181 @@ static int unpooled_size(uint64_t ps)
     return 0;
 }
 
-/* The report lines of every process of the command, one per process; the
- * line of the command's own process is printed, the others counted. */
-static void print_report(int fd, pid_t child)
+/* What one process wrote to the report file. */
+struct proc_report {
+    int pid;
+    int started;          /* it loaded libhp-malloc */
+    const char *figures;  /* its line after "pid N: ", or NULL */
+};
+
+#define MAX_PROCS 256
+#define SHOWN_PROCS 16
+
+/* Split the report file into processes, the command's own first, the
+ * others in the order they appeared. buf is modified. */
+static int parse_report(char *buf, int child, struct proc_report *p, int max)
 {
-    char buf[16384];
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    if (n <= 0) {
-        fprintf(stderr, "hpctl run: no report (the command did not run libhp-malloc: "
-                        "statically linked, setuid, or exec failed)\n");
-        return;
-    }
-    buf[n] = '\0';
-    char mine[64];
-    snprintf(mine, sizeof(mine), "libhp-malloc: pid %d:", (int)child);
-    const char *own = NULL;
-    int others = 0;
-    for (char *line = buf, *nl; *line; line = nl + 1) {
+    int n = 0;
+    for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
-        if (!nl)
-            break;
-        *nl = '\0';
-        if (!own && !strncmp(line, mine, strlen(mine)))
-            own = line;
-        else if (!strncmp(line, "libhp-malloc: pid ", 18))
-            others++;
+        if (nl)
+            *nl = '\0';
+        int pid, off = 0;
+        if (sscanf(line, "libhp-malloc: pid %d: %n", &pid, &off) != 1 || off == 0)
+            continue;
+        int k = 0;
+        while (k < n && p[k].pid != pid)
+            k++;
+        if (k == n) {
+            if (n == max)
+                continue;
+            p[n++] = (struct proc_report){.pid = pid};
+        }
+        if (!strcmp(line + off, "started"))
+            p[k].started = 1;
+        else
+            p[k].figures = line + off;
     }
-    if (!own)
-        own = buf;  /* the command exec'd another program under the same pid */
-    fprintf(stderr, "hpctl run: %s", own + strlen("libhp-malloc: "));
-    if (others)
-        fprintf(stderr, " (+%d more processes)", others);
-    fputc('\n', stderr);
+    for (int k = 1; k < n; k++)
+        if (p[k].pid == child) {
+            struct proc_report t = p[k];
+            memmove(p + 1, p, (size_t)k * sizeof(*p));
+            p[0] = t;
+        }
+    return n;
+}
+
+static void print_report(const struct proc_report *p, int n, int child, const char *cmd,
+                         int exec_err)
+{
+    if (exec_err)
+        return;  /* the exec error was printed */
+    if (n == 0 || p[0].pid != child)
+        fprintf(stderr, "hpctl run: pid %d (%s) did not load libhp-malloc (statically linked, "
+                        "or setuid): nothing to report for it\n", child, cmd);
+    int shown = 0;
+    for (int k = 0; k < n && shown < SHOWN_PROCS; k++, shown++) {
+        if (p[k].figures)
+            fprintf(stderr, "hpctl run: pid %d: %s\n", p[k].pid, p[k].figures);
+        else
+            fprintf(stderr, "hpctl run: pid %d: ran libhp-malloc, and ended without running "
+                            "exit handlers (_exit, as a shell's exit may, or a signal): no "
+                            "figures\n", p[k].pid);
+    }
+    if (n > shown)
+        fprintf(stderr, "hpctl run: and %d more processes (--report-json FILE lists every "
+                        "one)\n", n - shown);
+    if (n > 1)
+        fprintf(stderr, "hpctl run: %d processes ran libhp-malloc (one line each above; the "
+                        "figures are each process's own, not a sum)\n", n);
+}
+
+/* "arenas thp-madvise/2M 64M (4M huge),hugetlbfs/2M ...; large blocks 1 (8M) via
+ * hp_alloc, 0 hp_realloc; process huge now: hugetlb 0M, thp 4M, rss 7M; peak
+ * rss 9M" as JSON; figures libhp-malloc does not print are null. */
+static void json_figures(FILE *f, const char *line)
+{
+    unsigned long long v[4];
+    const char *semi = strchr(line, ';');
+    fprintf(f, "\"arenas\": [");
+    if (!strncmp(line, "arenas", 6) && semi) {
+        int first = 1;
+        for (const char *a = line + 6; a < semi;) {
+            char backend[64], ps[16];
+            unsigned long long mapped, huge;
+            int used = 0;
+            a += strspn(a, " ,");
+            if (a >= semi || sscanf(a, "%63[^/]/%15s %lluM (%lluM huge)%n", backend, ps,
+                                    &mapped, &huge, &used) != 4 || !used)
+                break;
+            uint64_t page = 0;
+            parse_size(ps, &page);
+            fprintf(f, "%s{\"backend\": \"%s\", \"page_size\": %llu, \"mapped_mib\": %llu, "
+                       "\"huge_mib\": %llu}", first ? "" : ", ", backend,
+                    (unsigned long long)page, mapped, huge);
+            first = 0;
+            a += used;
+        }
+    }
+    fprintf(f, "]");
+    const char *lb = strstr(line, "large blocks ");
+    int ok = lb && sscanf(lb, "large blocks %llu (%lluM) via hp_alloc, %llu hp_realloc", &v[0],
+                          &v[1], &v[2]) == 3;
+    ok ? fprintf(f, ", \"large_blocks\": %llu, \"large_mib\": %llu, \"hp_realloc\": %llu",
+                 v[0], v[1], v[2])
+       : fprintf(f, ", \"large_blocks\": null, \"large_mib\": null, \"hp_realloc\": null");
+    const char *now = strstr(line, "process huge now: ");
+    ok = now && sscanf(now, "process huge now: hugetlb %lluM, thp %lluM, rss %lluM", &v[0],
+                       &v[1], &v[2]) == 3;
+    ok ? fprintf(f, ", \"hugetlb_mib\": %llu, \"thp_mib\": %llu, \"rss_mib\": %llu", v[0],
+                 v[1], v[2])
+       : fprintf(f, ", \"hugetlb_mib\": null, \"thp_mib\": null, \"rss_mib\": null");
+    const char *peak = strstr(line, "peak rss ");
+    peak && sscanf(peak, "peak rss %lluM", &v[3]) == 1
+        ? fprintf(f, ", \"peak_rss_mib\": %llu", v[3])
+        : fprintf(f, ", \"peak_rss_mib\": null");
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* The --report-json document: written to a temporary file beside FILE,
+ * then renamed over it. 0, or -1 with a message. */
+static int write_report_json(const char *path, char **argv, int rc, int child, int exec_err,
+                             const struct proc_report *p, int n)
+{
+    char tmp[4200];
+    int len = snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+    int fd = len > 0 && (size_t)len < sizeof(tmp) ? mkostemp(tmp, O_CLOEXEC) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "hpctl run: cannot write %s: %s\n", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        return -1;
+    }
+    fprintf(f, "{\"schema\": %d, \"command\": \"run\", \"status\": %d, \"argv\": [",
+            HPCTL_SCHEMA, rc);
+    for (int i = 0; argv[i]; i++) {
+        fprintf(f, "%s", i ? ", " : "");
+        json_str(f, argv[i]);
+    }
+    fprintf(f, "], \"pid\": %d, \"exec_error\": ", child);
+    exec_err ? json_str(f, strerror(exec_err)) : (void)fprintf(f, "null");
+    fprintf(f, ", \"loaded\": %s, \"processes\": [",
+            n && p[0].pid == child ? "true" : "false");
+    for (int k = 0; k < n; k++) {
+        fprintf(f, "%s{\"pid\": %d, \"figures\": %s, ", k ? ", " : "", p[k].pid,
+                p[k].figures ? "true" : "false");
+        json_figures(f, p[k].figures ? p[k].figures : "");
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}\n");
+    int err = fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
+        unlink(tmp);
+        fprintf(stderr, "hpctl run: cannot write %s: %s\n", path, strerror(err));
+        return -1;
+    }
+    return 0;
 }
 
 static int set_preload(const char *lib)
@@ -173,7 +325,7 @@ static int set_preload(const char *lib)
 
 int hpctl_run(int argc, char **argv)
 {
-    const char *backend = NULL, *page_size = NULL, *stacks = NULL;
+    const char *backend = NULL, *page_size = NULL, *stacks = NULL, *report_json = NULL;
     int report = 0, pool = 0, i = 0;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
@@ -190,13 +342,17 @@ int hpctl_run(int argc, char **argv)
             page_size = argv[++i];
         else if (!strcmp(argv[i], "--stacks") && i + 1 < argc)
             stacks = argv[++i];
+        else if (!strcmp(argv[i], "--report-json") && i + 1 < argc)
+            report_json = argv[++i];
         else if (argv[i][0] == '-')
-            return run_usage();
+            return hpctl_unexpected("run", argv, i, argc,
+                                    (const char *const[]){"--backend", "--page-size", "--stacks",
+                                                          "--report-json", NULL}), run_usage();
         else
             break;
     }
     if (i >= argc)
-        return run_usage();
+        return hpctl_bad("run", "a command to run is required"), run_usage();
     /* HP_MALLOC_POOL=1 inherited from the environment means --pool. */
     const char *env_pool = getenv("HP_MALLOC_POOL");
     if (env_pool && (!strcmp(env_pool, "1") || !strcmp(env_pool, "on")))
@@ -232,10 +388,10 @@ int hpctl_run(int argc, char **argv)
     if (find_library(lib, sizeof(lib))) {
         fprintf(stderr, "hpctl run: libhp-malloc.so not found in the build tree or in " HPCTL_LIBDIR " "
                         "(set HP_MALLOC_LIBRARY to its absolute path)\n");
-        return 2;
+        return RUN_CANNOT_START;
     }
     if (set_preload(lib))
-        return 2;
+        return RUN_CANNOT_START;
     if (backend) {
         /* Only this backend, and base pages when it cannot serve. */
         char v[80];
@@ -248,16 +404,30 @@ int hpctl_run(int argc, char **argv)
         setenv("HP_MALLOC_POOL", "1", 1);
     if (stacks)
         setenv("HP_STACKS", stacks, 1);
-    if (!report) {
+    if (report_json) {
+        /* Fail before running the command, not after it. */
+        int probe = open(report_json, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (probe < 0) {
+            fprintf(stderr, "hpctl run: cannot write --report-json %s: %s\n", report_json,
+                    strerror(errno));
+            return RUN_CANNOT_START;
+        }
+        close(probe);
+    }
+    if (!report && !report_json) {
         execvp(argv[i], argv + i);
         fprintf(stderr, "hpctl run: %s: %s\n", argv[i], strerror(errno));
-        return 127;
+        return errno == ENOENT ? RUN_NOT_FOUND : RUN_CANNOT_EXEC;
     }
     char path[] = "/tmp/hpctl-run.XXXXXX";
-    int fd = mkostemp(path, O_CLOEXEC);
-    if (fd < 0) {
+    int fd = mkostemp(path, O_CLOEXEC), exec_pipe[2] = {-1, -1};
+    if (fd < 0 || pipe2(exec_pipe, O_CLOEXEC) != 0) {
         fprintf(stderr, "hpctl run: cannot create the report file: %s\n", strerror(errno));
-        return 2;
+        if (fd >= 0) {
+            unlink(path);
+            close(fd);
+        }
+        return RUN_CANNOT_START;
     }
     setenv("HP_MALLOC_STATS", "line", 1);
     setenv("HP_MALLOC_STATS_FILE", path, 1);
@@ -268,20 +438,37 @@ int hpctl_run(int argc, char **argv)
     if (pid == 0) {
         signal(SIGINT, SIG_DFL);
         signal(SIGQUIT, SIG_DFL);
+        close(exec_pipe[0]);
         execvp(argv[i], argv + i);
-        fprintf(stderr, "hpctl run: %s: %s\n", argv[i], strerror(errno));
-        _exit(127);
+        int err = errno;
+        fprintf(stderr, "hpctl run: %s: %s\n", argv[i], strerror(err));
+        ssize_t w = write(exec_pipe[1], &err, sizeof(err));
+        (void)w;
+        _exit(err == ENOENT ? RUN_NOT_FOUND : RUN_CANNOT_EXEC);
     }
-    int status = 0, rc;
+    close(exec_pipe[1]);
+    int status = 0, rc, exec_err = 0;
     if (pid < 0) {
         fprintf(stderr, "hpctl run: fork: %s\n", strerror(errno));
-        rc = 2;
+        rc = RUN_CANNOT_START;
     } else {
+        /* The pipe closes on a successful exec, or carries its errno. */
+        while (read(exec_pipe[0], &exec_err, sizeof(exec_err)) < 0 && errno == EINTR)
+            ;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
         rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        print_report(fd, pid);
+        static char buf[1 << 16];
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        static struct proc_report procs[MAX_PROCS];
+        int np = parse_report(buf, (int)pid, procs, MAX_PROCS);
+        if (report)
+            print_report(procs, np, (int)pid, argv[i], exec_err);
+        if (report_json)
+            write_report_json(report_json, argv + i, rc, (int)pid, exec_err, procs, np);
     }
+    close(exec_pipe[0]);
     unlink(path);
     close(fd);
     return rc;

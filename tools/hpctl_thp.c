@@ -59,6 +59,8 @@ static int set_choice(const char *path, const char *value, int dry_run, int json
         int err = write_knob(path, value);
         if (err)
             rc = knob_error(path, value, err);
+        else
+            undo_record(path, before);
         selected(path, after, sizeof(after));
         if (rc == HPCTL_OK && strcmp(after, value)) {
             fprintf(stderr, "hpctl: wrote \"%s\" to %s but it reads back \"%s\"\n", value, path,
@@ -92,33 +94,70 @@ static int set_choice(const char *path, const char *value, int dry_run, int json
 static int thp_usage(void)
 {
     fprintf(stderr, "usage: hpctl thp [--json]\n"
-                    "       hpctl thp set enabled|defrag VALUE [--dry-run] [--json]\n");
+                    "       hpctl thp set enabled|defrag VALUE [--persist [--root DIR]] [--dry-run] [--json]\n");
     return HPCTL_USAGE;
 }
 
 static int mthp_usage(void)
 {
     fprintf(stderr, "usage: hpctl mthp [--json]\n"
-                    "       hpctl mthp set SIZE|all enabled|shmem_enabled VALUE [--dry-run] [--json]\n");
+                    "       hpctl mthp set SIZE|all enabled|shmem_enabled VALUE [--persist [--root DIR]]\n"
+                    "                      [--dry-run] [--json]\n");
     return HPCTL_USAGE;
 }
 
-/* Split "set A B C [--dry-run] [--json]" into words and options. */
-static int set_args(int argc, char **argv, const char *words[], int n_words, int *dry_run,
-                    int *json)
+struct set_opts {
+    int dry_run, json, persist;
+    const char *root;             /* --root: of /etc for --persist */
+};
+
+/* Split "set A B C [--dry-run] [--json] [--persist [--root DIR]]" into
+ * words and options; a message naming what is wrong otherwise. */
+static int set_args(const char *cmd, int argc, char **argv, const char *words[], int n_words,
+                    struct set_opts *o)
 {
-    int got = 0;
+    static const char *const valued[] = {"--root", NULL};
+    int got = 0, have_root = 0;
+    o->root = "";
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--dry-run"))
-            *dry_run = 1;
+            o->dry_run = 1;
         else if (!strcmp(argv[i], "--json"))
-            *json = 1;
-        else if (argv[i][0] == '-' || got == n_words)
-            return -1;
+            o->json = 1;
+        else if (!strcmp(argv[i], "--persist"))
+            o->persist = 1;
+        else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
+            if (persist_root(argv[++i], &o->root) != HPCTL_OK)
+                return -1;
+            have_root = 1;
+        } else if (argv[i][0] == '-' || got == n_words)
+            return hpctl_unexpected(cmd, argv, i, argc, valued), -1;
         else
             words[got++] = argv[i];
     }
-    return got == n_words ? 0 : -1;
+    if (got < n_words) {
+        hpctl_bad(cmd, n_words == 2 ? "needs a KNOB and a VALUE" : "needs a SIZE (or all), a "
+                  "KNOB and a VALUE");
+        return -1;
+    }
+    if (have_root && !o->persist) {
+        hpctl_bad(cmd, "--root is the root of /etc for --persist, which is missing");
+        return -1;
+    }
+    return 0;
+}
+
+/* After the changes: --persist's lines for the knobs that were set, or
+ * "persisted": null. */
+static int set_persist(const struct set_opts *o, const struct persist_item *items, int n, int rc)
+{
+    if (!o->persist) {
+        if (o->json)
+            printf(", \"persisted\": null");
+        return rc;
+    }
+    int prc = persist_apply(o->root, items, n, o->dry_run, o->json);
+    return rc == HPCTL_OK ? prc : rc;
 }
 
 static void json_head(const char *command, int dry_run)
@@ -164,19 +203,26 @@ int hpctl_thp(int argc, char **argv)
     if (argc == 0 || (argc == 1 && !strcmp(argv[0], "--json")))
         return thp_show(argc == 1);
     if (strcmp(argv[0], "set"))
-        return thp_usage();
+        return hpctl_unexpected("thp", argv, !strcmp(argv[0], "--json"), argc, NULL), thp_usage();
     const char *w[2];
-    int dry_run = 0, json = 0, first = 1;
-    if (set_args(argc - 1, argv + 1, w, 2, &dry_run, &json) != 0 ||
-        (strcmp(w[0], "enabled") && strcmp(w[0], "defrag")))
+    struct set_opts o = {0};
+    int first = 1;
+    if (set_args("thp set", argc - 1, argv + 1, w, 2, &o) != 0)
         return thp_usage();
+    if (strcmp(w[0], "enabled") && strcmp(w[0], "defrag"))
+        return hpctl_bad("thp set", "\"%s\" is not a knob hpctl sets (enabled or defrag)", w[0]),
+               thp_usage();
     char path[256];
     snprintf(path, sizeof(path), THP_DIR "/%s", w[0]);
-    if (json)
-        json_head("thp set", dry_run);
-    int rc = set_choice(path, w[1], dry_run, json, &first);
-    if (json)
-        printf("], \"status\": %d}\n", rc);
+    if (o.json)
+        json_head("thp set", o.dry_run);
+    int rc = set_choice(path, w[1], o.dry_run, o.json, &first);
+    if (o.json)
+        printf("]");
+    struct persist_item item = {path, w[1]};
+    rc = set_persist(&o, &item, rc == HPCTL_OK, rc);
+    if (o.json)
+        printf(", \"status\": %d}\n", rc);
     return rc;
 }
 
@@ -264,27 +310,48 @@ int hpctl_mthp(int argc, char **argv)
     if (argc == 0 || (argc == 1 && !strcmp(argv[0], "--json")))
         return mthp_show(argc == 1);
     if (strcmp(argv[0], "set"))
-        return mthp_usage();
+        return hpctl_unexpected("mthp", argv, !strcmp(argv[0], "--json"), argc, NULL),
+               mthp_usage();
     const char *w[3];
-    int dry_run = 0, json = 0, first = 1;
-    if (set_args(argc - 1, argv + 1, w, 3, &dry_run, &json) != 0 ||
-        (strcmp(w[1], "enabled") && strcmp(w[1], "shmem_enabled")))
+    struct set_opts o = {0};
+    int first = 1, dry_run, json;
+    if (set_args("mthp set", argc - 1, argv + 1, w, 3, &o) != 0)
         return mthp_usage();
+    if (strcmp(w[1], "enabled") && strcmp(w[1], "shmem_enabled"))
+        return hpctl_bad("mthp set", "\"%s\" is not a knob hpctl sets (enabled or "
+                         "shmem_enabled)", w[1]), mthp_usage();
+    dry_run = o.dry_run, json = o.json;
     unsigned long kb[MAX_SIZES];
+    char paths[MAX_SIZES][256];
+    struct persist_item items[MAX_SIZES];
+    int np = 0;
     int n = size_dirs(THP_DIR, kb, MAX_SIZES), all = !strcmp(w[0], "all");
     uint64_t bytes = 0;
     if (!all && parse_size(w[0], &bytes) != 0) {
-        fprintf(stderr, "hpctl: \"%s\" is not a size (try 64K or all)\n", w[0]);
-        return HPCTL_USAGE;
+        return hpctl_bad("mthp set", "SIZE \"%s\" is not a size (such as 64K) or all", w[0]),
+               mthp_usage();
     }
-    int found = 0, rc = HPCTL_OK;
+    /* "all" is every mTHP size below the PMD size: the PMD size is THP
+     * itself (its switch inherits "enabled" by default), and switching it
+     * off with the rest would take THP away from every program. */
+    uint64_t pmd = 0;
+    char pmd_line[32];
+    read_line(THP_DIR "/hpage_pmd_size", pmd_line, sizeof(pmd_line));
+    if (parse_u64(pmd_line, &pmd) != 0)
+        pmd = 0;
+    int found = 0, rc = HPCTL_OK, left_out = -1;
     if (json)
         json_head("mthp set", dry_run);
     for (int i = 0; i < n; i++) {
         if (!all && (uint64_t)kb[i] << 10 != bytes)
             continue;
-        char path[256];
-        snprintf(path, sizeof(path), THP_DIR "/hugepages-%lukB/%s", kb[i], w[1]);
+        if (all && pmd && (uint64_t)kb[i] << 10 == pmd) {
+            left_out = i;
+            found = 1;
+            continue;
+        }
+        char *path = paths[np];
+        snprintf(path, sizeof(paths[np]), THP_DIR "/hugepages-%lukB/%s", kb[i], w[1]);
         found = 1;
         if (all && !path_exists(path))
             continue;  /* shmem_enabled is not offered for every size */
@@ -293,9 +360,33 @@ int hpctl_mthp(int argc, char **argv)
             rc = one;
             break;
         }
+        items[np].knob = path;
+        items[np].value = w[2];
+        np++;
     }
     if (json)
-        printf("], \"status\": %d}\n", found ? rc : HPCTL_ENOENT);
+        printf("]");
+    char hs[32] = "";
+    if (left_out >= 0)
+        human_size((uint64_t)kb[left_out] << 10, hs, sizeof(hs));
+    if (json) {
+        printf(", \"left_out\": [");
+        if (left_out >= 0) {
+            printf("{\"page_size\": %llu, \"why\": ", (unsigned long long)kb[left_out] << 10);
+            json_string("the PMD size: THP itself; name it to change it");
+            printf("}");
+        }
+        printf("]");
+    } else if (left_out >= 0) {
+        printf("%s (the PMD size: THP itself) is left out of \"all\" and stays as it was; "
+               "\"hpctl mthp set %s %s %s\" changes it\n", hs, hs, w[1], w[2]);
+    }
+    if (found)
+        rc = set_persist(&o, items, np, rc);
+    else if (json)
+        printf(", \"persisted\": null");
+    if (json)
+        printf(", \"status\": %d}\n", found ? rc : HPCTL_ENOENT);
     if (!found) {
         fprintf(stderr, "hpctl: this kernel has no mTHP size %s\n", w[0]);
         return HPCTL_ENOENT;

@@ -2,9 +2,12 @@
  * test root, JSON strings, sizes. */
 #include "hpctl.h"
 
+#include <hp.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,4 +180,45 @@ uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int hpctl_bad(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "hpctl %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return HPCTL_USAGE;
+}
+
+int hpctl_size_arg(const char *cmd, const char *what, const char *arg, uint64_t *out)
+{
+    if (parse_size(arg, out) == 0)
+        return HPCTL_OK;
+    return hpctl_bad(cmd, "%s \"%s\" is not a size: a whole number of bytes with an optional "
+                     "K, M or G suffix (powers of 1024), such as 64M", what, arg);
+}
+
+int hpctl_unexpected(const char *cmd, char **argv, int i, int argc, const char *const valued[])
+{
+    for (int k = 0; valued && valued[k]; k++)
+        if (!strcmp(argv[i], valued[k]) && i + 1 >= argc)
+            return hpctl_bad(cmd, "%s needs a value", argv[i]);
+    if (argv[i][0] == '-' && (argv[i][1] < '0' || argv[i][1] > '9'))
+        return hpctl_bad(cmd, "unknown option \"%s\"", argv[i]);
+    return hpctl_bad(cmd, "unexpected argument \"%s\"", argv[i]);
+}
+
+int hpctl_page_size_arg(const char *cmd, const char *arg, uint64_t *flag)
+{
+    uint64_t ps;
+    if (hpctl_size_arg(cmd, "--page-size", arg, &ps) != HPCTL_OK)
+        return HPCTL_USAGE;
+    *flag = hp_page_size_flag(ps);
+    if (!*flag)
+        return hpctl_bad(cmd, "--page-size \"%s\" is not a page size libhp has a flag for "
+                         "(a power of two from 4K)", arg);
+    return HPCTL_OK;
 }

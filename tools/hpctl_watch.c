@@ -144,9 +144,14 @@ static void print_text(int pid, double t, const struct sample *s, const struct s
 {
     if (line % 20 == 0)
         printf("%8s %10s %12s %12s %10s  %s\n", "TIME", pid > 0 ? "RSS_KB" : "POOL_FREE",
-               "ANONHUGE_KB", "HUGETLB_KB", "FAULTS", "MTHP FOLIOS (nr_anon, machine-wide)");
-    printf("%8.1f %10lld %12lld %12lld %10lld ", t, pid > 0 ? s->rss_kb : s->hugetlb_free,
-           s->anon_huge_kb, s->hugetlb_kb, prev ? delta(s->faults, prev->faults) : 0);
+               "ANONHUGE_KB", "HUGETLB_KB", "NEW_FAULTS", "MTHP FOLIOS (nr_anon, machine-wide)");
+    /* NEW_FAULTS counts since the previous line: the first line has none
+     * ("-"), as its JSON has faults_delta -1. */
+    long long d = prev ? delta(s->faults, prev->faults) : -1;
+    char faults[24];
+    snprintf(faults, sizeof(faults), d >= 0 ? "%lld" : prev ? "?" : "-", d);
+    printf("%8.1f %10lld %12lld %12lld %10s ", t, pid > 0 ? s->rss_kb : s->hugetlb_free,
+           s->anon_huge_kb, s->hugetlb_kb, faults);
     int any = 0;
     for (int i = 0; i < s->n_sizes; i++) {
         if (s->nr_anon[i] <= 0)
@@ -174,18 +179,26 @@ int hpctl_watch(int argc, char **argv)
         char *end;
         if (!strcmp(argv[i], "--json")) {
             json = 1;
-        } else if (!strcmp(argv[i], "--count") && i + 1 < argc && parse_u64(argv[i + 1], &count) == 0) {
-            i++;
+        } else if (!strcmp(argv[i], "--count") && i + 1 < argc) {
+            if (parse_u64(argv[++i], &count) != 0)
+                return hpctl_bad("watch", "--count \"%s\" is not a whole number of lines "
+                                 "(0: no limit)", argv[i]), watch_usage();
         } else if (!strcmp(argv[i], "--interval") && i + 1 < argc) {
             errno = 0;
             interval = strtod(argv[++i], &end);
-            if (errno || *end || !(interval > 0 && interval <= 3600))
-                return watch_usage();
-        } else if (argv[i][0] != '-' && !pid && parse_u64(argv[i], &v) == 0 && v > 0 &&
-                   v < 1u << 30) {
+            if (errno || *end || end == argv[i] || !(interval > 0 && interval <= 3600))
+                return hpctl_bad("watch", "--interval \"%s\" is not a number of seconds above "
+                                 "0 and at most 3600", argv[i]), watch_usage();
+        } else if (!pid && ((argv[i][0] >= '0' && argv[i][0] <= '9') ||
+                            (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9'))) {
+            if (parse_u64(argv[i], &v) != 0 || v == 0 || v >= 1u << 30)
+                return hpctl_bad("watch", "\"%s\" is not a process ID (a number from 1)",
+                                 argv[i]), watch_usage();
             pid = (int)v;
         } else {
-            return watch_usage();
+            return hpctl_unexpected("watch", argv, i, argc,
+                                    (const char *const[]){"--count", "--interval", NULL}),
+                   watch_usage();
         }
     }
     struct sample prev, now;

@@ -217,7 +217,21 @@ try:
     rc, out, err = run("explain", "1M", "--backend", "nosuch")
     ok(rc == 1 and "HP_ENOBACKEND" in out, "unknown backend: HP_ENOBACKEND", out)
     rc, out, err = run("explain", "lots")
-    ok(rc == 2, "bad size: usage", err)
+    ok(rc == 2 and 'SIZE "lots" is not a size' in err, "bad size: usage, naming it", err)
+    # A page size this kernel has no pages of: that is the reason given,
+    # not a pool of another size.
+    if not os.path.exists("/sys/kernel/mm/hugepages/hugepages-1048576kB"):
+        rc, out, err = run("explain", "1G", "--page-size", "1G")
+        rc2, d, _ = run_json("explain", "1G", "--page-size", "1G")
+        ok(rc == 1 and out.splitlines()[1].startswith("because this kernel has no 1G pages") and
+           d and "no 1G pages" in d["page_size_missing"],
+           "explain 1G --page-size 1G without 1 GiB pages: says the kernel has none, first",
+           (out, d))
+    else:
+        ok(True, "explain --page-size 1G without 1 GiB pages # SKIP this kernel has them")
+    rc, d, err = run_json("explain", "1G", "--page-size", "2M")
+    ok(d and d["page_size_missing"] is None, "a page size the kernel has: page_size_missing null",
+       d)
 finally:
     restore()
 done()

@@ -64,6 +64,9 @@ def documents():
     put(root, "proc/4242/cgroup", "0::/job\n")
     put(root, "sys/fs/cgroup/job/hugetlb.2MB.max", "4194304\n")
     env = {"HP_SYSFS_ROOT": root}
+    etc = os.path.join(root, "fake-root")
+    os.mkdir(etc)
+    put(etc, "usr/lib/sysctl.d/99-late.conf", "vm.nr_hugepages = 4\n")  # overrides hpctl's
     runs = [("status",), ("status", {"HP_DEBUG": "banana"}), ("version",), ("pool",),
             ("thp",), ("mthp",), ("alloc", "64K"), ("alloc", "0"), ("explain", "64K"), ("explain", "2M"),
             ("explain", "64K", "--backend", "fallback"), ("explain", "3G", "--require-huge"),
@@ -78,7 +81,20 @@ def documents():
             # measured mTHP (pagemap) needs the real /proc
             ("why", str(os.getpid()), "--mappings", None),
             # a process's own figures are read from the real /proc
-            ("watch", str(os.getpid()), "--count", "2", "--interval", "0.05", None)]
+            ("watch", str(os.getpid()), "--count", "2", "--interval", "0.05", None),
+            # --persist into a fabricated root; persist lists and removes
+            ("pool", "set", "2M", "70", "--persist", "--root", etc),
+            ("pool", "set", "1G", "1", "--persist", "--root", etc),
+            ("thp", "set", "enabled", "always", "--persist", "--root", etc),
+            ("mthp", "set", "all", "shmem_enabled", "advise", "--persist", "--root", etc),
+            ("pool", "release", "1G", "--persist", "--root", etc),
+            ("status", "--root", etc), ("persist", "--root", etc),
+            ("persist", "remove", "all", "--root", etc),
+            ("explain", "64K", "--page-size", "32M"),
+            ("undo", "--dry-run"), ("undo",), ("undo", "--all"),
+            # failures before a command's own document: the error document
+            ("pool", "set", "3M", "1"), ("watch", "999999", "--count", "1"),
+            ("explain", "-5"), ("persist", "remove", "/sys/nothing", "--root", etc)]
     for argv in runs:
         extra = argv[-1] if isinstance(argv[-1], dict) or argv[-1] is None else {}
         argv = argv[:-1] if extra != {} else argv

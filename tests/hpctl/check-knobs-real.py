@@ -94,6 +94,37 @@ try:
            "mthp set 64K enabled %s, and mthp shows it" % new, out + err)
     else:
         skip("mthp set", "no 64 KiB mTHP size")
+    # undo on the real knobs: the pool and defrag back to what they were.
+    before_pool = knob_get(POOL + "nr_hugepages")
+    run("pool", "set", "2M", str(int(before_pool) + 4))
+    rc, d, err = run_json("undo")
+    ok(rc == 0 and knob_get(POOL + "nr_hugepages") == before_pool and len(d["changes"]) == 1 and
+       d["changes"][0]["asked"] == before_pool, "undo after pool set: the pool is back at %s"
+       % before_pool, (d, err))
+    if os.path.exists(THP + "defrag"):
+        was = knob_get(THP + "defrag").split("[")[1].split("]")[0]
+        run("thp", "set", "defrag", "never" if was != "never" else "madvise")
+        rc, out, err = run("undo")
+        ok(rc == 0 and "[%s]" % was in knob_get(THP + "defrag"),
+           "undo after thp set defrag: %s again" % was, out + err)
+    # "all" leaves THP itself (the PMD size) alone: thp-madvise stays available.
+    pmd = THP + "hugepages-2048kB/enabled"
+    sizes = [THP + n + "/enabled" for n in sorted(os.listdir(THP)) if n.startswith("hugepages-")]
+    if os.path.exists(pmd) and "[never]" not in knob_get(pmd):
+        for path in sizes:
+            if os.path.exists(path):
+                knob_save(path)
+        before = knob_get(pmd)
+        rc, out, err = run("mthp", "set", "all", "enabled", "never")
+        rc2, st, _ = run_json("status")
+        thp = next((b for b in (st or {}).get("backends", []) if b["name"] == "thp-madvise"), {})
+        ok(rc == 0 and knob_get(pmd) == before and "left out" in out and
+           all("[never]" in knob_get(p) for p in sizes if p != pmd and os.path.exists(p)) and
+           (thp.get("available") or "[never]" in knob_get(THP + "enabled")),
+           "mthp set all enabled never: every size below 2M off, 2M (THP) untouched, "
+           "thp-madvise still available", (out, err, before, knob_get(pmd), thp))
+    else:
+        skip("mthp set all", "no 2048kB switch, or it is never")
 finally:
     restore()
 done()

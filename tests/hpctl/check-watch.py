@@ -121,5 +121,10 @@ rc, out, err = run("watch", "--count", "1", "--json")
 m = json.loads(out) if rc == 0 else {}
 ok(rc == 0 and m["pid"] is None and "hugetlb_pool_total" in m, "machine view", out + err)
 rc, out, err = run("watch", "--interval", "0")
-ok(rc == 2, "interval 0 is a usage error", err)
+ok(rc == 2 and '--interval "0" is not a number of seconds' in err,
+   "interval 0 is a usage error, named", err)
+rc, out, err = run("watch", "999999", "--count", "1", "--json")
+doc = json.loads(out) if out.startswith("{") else None
+ok(rc == 4 and doc and doc["status"] == 4 and doc["error"]["code"] == "not-found",
+   "watch of no process --json: a document with status 4", (rc, out, err))
 done()

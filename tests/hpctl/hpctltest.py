@@ -130,6 +130,37 @@ def knob_lock():
             fd = None
     fcntl.flock(fd, fcntl.LOCK_EX)
     _lock_fd = fd
+    _save_undo()
+
+
+# hpctl records what each set on real knobs replaced (/run/hpctl/undo, for
+# hpctl undo); a test's sets must not stay there, so the record is kept
+# as it was found, under the knob lock, and put back by restore().
+UNDO = "/run/hpctl/undo"
+_undo = []
+
+
+def _save_undo():
+    try:
+        with open(UNDO) as f:
+            _undo.append(f.read())
+    except OSError:
+        _undo.append(None)
+
+
+def _restore_undo():
+    if not _undo:
+        return
+    text = _undo[0]
+    try:
+        if text is None:
+            if os.path.exists(UNDO):
+                os.remove(UNDO)
+        else:
+            with open(UNDO, "w") as f:
+                f.write(text)
+    except OSError as e:
+        print("# could not restore %s: %s" % (UNDO, e))
 
 
 def _selected(text):
@@ -158,6 +189,7 @@ def restore():
         except OSError as e:
             print("# could not restore %s to %s: %s" % (path, value, e))
     _saved.clear()
+    _restore_undo()
 
 
 def _on_signal(sig, frame):
