@@ -10,22 +10,79 @@ use hp_sys as sys;
 
 use crate::error::{check, Error, Result};
 
-/// How to allocate a [`Block`]: a builder over `struct hp_alloc_opts`.
+/// How to allocate a [`Block`] or a [`HugeVec`](crate::HugeVec): a builder
+/// over `struct hp_alloc_opts`.
 ///
 /// ```no_run
 /// let block = hp::AllocOptions::new()
 ///     .page_size(2 << 20)   // 2 MiB pages
 ///     .require_huge(true)   // fail with ErrorKind::NoHugePages rather than use base pages
-///     .exclude("hugetlbfs") // never from the reserved pool
+///     .pool(false)          // never from a reserved pool: fork-safe (see "Fork" in the crate docs)
 ///     .alloc(64 << 20)?;
 /// # Ok::<(), hp::Error>(())
 /// ```
+///
+/// The options a block is allocated with hold for every later resize
+/// (`hp_realloc`): a block kept out of the pool, or away from an excluded
+/// backend, never grows onto it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllocOptions {
     flags: u64,
     page_size: u64,
+    /// `None`: the default of what is allocated ([`Block`]: the pool when
+    /// it has the pages; [`HugeVec`](crate::HugeVec): no pool).
+    pool: Option<bool>,
     backend: Option<String>,
     exclude: Vec<String>,
+}
+
+/// Every `HP_F_*` bit libhp 1.3 knows.
+const KNOWN_FLAGS: u64 = sys::HP_F_REQUIRE_HUGE
+    | sys::HP_F_POPULATE
+    | sys::HP_F_COLLAPSE
+    | sys::HP_F_NOZERO
+    | sys::HP_F_NOPOOL
+    | sys::HP_F_PAGE_SHIFT_MASK;
+
+/// Validated options in the form `hp_alloc_ex` takes: what a [`HugeVec`]
+/// keeps for each allocation it makes.
+///
+/// [`HugeVec`]: crate::HugeVec
+#[derive(Debug, Default)]
+pub(crate) struct CallOptions {
+    pub(crate) flags: u64,
+    backend: Option<CString>,
+    exclude: Option<CString>,
+}
+
+impl CallOptions {
+    /// The default of containers: no pool, libhp picks everything else.
+    pub(crate) const CONTAINER: CallOptions = CallOptions {
+        flags: sys::HP_F_NOPOOL,
+        backend: None,
+        exclude: None,
+    };
+
+    /// `hp_alloc_ex(len)` with these options and `extra` flags; null on
+    /// failure with libhp's last error set.
+    pub(crate) fn alloc(&self, len: usize, extra: u64) -> *mut c_void {
+        let mut opts = sys::hp_alloc_opts::init();
+        opts.flags = self.flags | extra;
+        opts.backend = self.backend.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+        opts.exclude = self.exclude.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+        // SAFETY: opts and the strings it points to outlive the call.
+        unsafe { sys::hp_alloc_ex(len, &opts) }
+    }
+}
+
+impl Clone for CallOptions {
+    fn clone(&self) -> Self {
+        CallOptions {
+            flags: self.flags,
+            backend: self.backend.clone(),
+            exclude: self.exclude.clone(),
+        }
+    }
 }
 
 impl AllocOptions {
@@ -70,12 +127,24 @@ impl AllocOptions {
         self.flag(sys::HP_F_COLLAPSE, yes)
     }
 
-    /// Keep the block out of every hugetlb pool (`HP_F_NOPOOL`): THP, mTHP
-    /// or base pages serve it, so after `fork()` either process may write it
-    /// however empty the pool is (a private pool page needs a free pool page
-    /// for that, or the write is SIGBUS).
+    /// Whether the memory may come from a reserved hugetlb pool. `false`
+    /// passes `HP_F_NOPOOL`: THP, mTHP or base pages serve it, so after
+    /// `fork()` either process may write it however empty the pool is. With
+    /// `true`, a forked child that writes the inherited memory while the
+    /// pool has no free page dies of SIGBUS (a private pool page needs a
+    /// free pool page for its copy), and a write by the parent takes the
+    /// page away from the child, whose next access to it is SIGBUS too
+    /// (crate docs, "Fork"). Not set: a [`Block`] takes the pool when it
+    /// has the pages (libhp's C default, for a caller who chose to), a
+    /// [`HugeVec`](crate::HugeVec) keeps out of it.
+    pub fn pool(mut self, yes: bool) -> AllocOptions {
+        self.pool = Some(yes);
+        self
+    }
+
+    /// The same as [`pool(!yes)`](AllocOptions::pool).
     pub fn no_pool(self, yes: bool) -> AllocOptions {
-        self.flag(sys::HP_F_NOPOOL, yes)
+        self.pool(!yes)
     }
 
     /// OR raw `HP_F_*` bits into the request (libhp rejects unknown bits
@@ -101,15 +170,27 @@ impl AllocOptions {
         self
     }
 
-    /// The `HP_F_*` flags this request passes to libhp.
+    /// The `HP_F_*` flags this request passes to libhp for a [`Block`].
     ///
     /// # Errors
     ///
     /// [`ErrorKind::Flags`](crate::ErrorKind::Flags) if the page size is not
     /// a power of two of at least 4096 bytes.
     pub fn raw_flags(&self) -> Result<u64> {
+        self.flags_for(true)
+    }
+
+    /// The flags, with `default_pool` deciding the pool when it was not set.
+    fn flags_for(&self, default_pool: bool) -> Result<u64> {
+        let mut flags = self.flags;
+        match self.pool {
+            Some(true) => flags &= !sys::HP_F_NOPOOL,
+            Some(false) => flags |= sys::HP_F_NOPOOL,
+            None if !default_pool => flags |= sys::HP_F_NOPOOL,
+            None => {}
+        }
         if self.page_size == 0 {
-            return Ok(self.flags);
+            return Ok(flags);
         }
         // SAFETY: a pure function of its argument, thread-safe.
         let bits = unsafe { sys::hp_page_size_flag(self.page_size) };
@@ -122,7 +203,64 @@ impl AllocOptions {
                 ),
             ));
         }
-        Ok((self.flags & !sys::HP_F_PAGE_SHIFT_MASK) | bits)
+        Ok((flags & !sys::HP_F_PAGE_SHIFT_MASK) | bits)
+    }
+
+    /// Check every option and convert it for `hp_alloc_ex`, with
+    /// `default_pool` deciding the pool when it was not set.
+    pub(crate) fn prepare(&self, default_pool: bool) -> Result<CallOptions> {
+        let flags = self.flags_for(default_pool)?;
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(Error::new(
+                sys::HP_EFLAGS,
+                format!(
+                    "flags {:#x} has bits libhp does not know ({:#x})",
+                    flags,
+                    flags & !KNOWN_FLAGS
+                ),
+            ));
+        }
+        let backend = self.backend.as_deref().map(c_name).transpose()?;
+        for name in &self.exclude {
+            if name.contains(',') {
+                return Err(Error::new(
+                    sys::HP_EINVAL,
+                    format!("exclude: backend name {name:?} contains ','"),
+                ));
+            }
+        }
+        let exclude = if self.exclude.is_empty() {
+            None
+        } else {
+            Some(c_name(&self.exclude.join(","))?)
+        };
+        Ok(CallOptions {
+            flags,
+            backend,
+            exclude,
+        })
+    }
+
+    /// Every backend and exclude name must be one libhp knows (loaded or
+    /// rejected): a misspelt exclude would otherwise exclude nothing.
+    pub(crate) fn check_names(&self) -> Result<()> {
+        if self.backend.is_none() && self.exclude.is_empty() {
+            return Ok(());
+        }
+        let known: Vec<String> = crate::backends()?.into_iter().map(|b| b.name).collect();
+        let named = self.backend.iter().map(|n| ("backend", n));
+        for (what, name) in named.chain(self.exclude.iter().map(|n| ("exclude", n))) {
+            if !known.iter().any(|k| !k.is_empty() && k == name.trim()) {
+                return Err(Error::new(
+                    sys::HP_ENOBACKEND,
+                    format!(
+                        "{what}: no backend named {name:?} (libhp knows: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Allocate a zero-filled block of `len` bytes (rounded up to whole
@@ -145,7 +283,7 @@ impl AllocOptions {
                  use AllocOptions::alloc_uninit, which gives MaybeUninit<u8>",
             ));
         }
-        let raw = self.alloc_raw(len, self.raw_flags()?)?;
+        let raw = self.alloc_raw(len, 0)?;
         Ok(Block {
             raw,
             init_len: usize::MAX,
@@ -170,34 +308,21 @@ impl AllocOptions {
     ///
     /// As [`alloc`](AllocOptions::alloc).
     pub fn alloc_uninit(&self, len: usize) -> Result<UninitBlock> {
-        let raw = self.alloc_raw(len, self.raw_flags()? | sys::HP_F_NOZERO)?;
+        let raw = self.alloc_raw(len, sys::HP_F_NOZERO)?;
         Ok(UninitBlock { raw })
     }
 
-    fn alloc_raw(&self, len: usize, flags: u64) -> Result<RawBlock> {
+    fn alloc_raw(&self, len: usize, extra: u64) -> Result<RawBlock> {
         crate::check_loaded_version();
-        let backend = self.backend.as_deref().map(c_name).transpose()?;
-        for name in &self.exclude {
-            if name.contains(',') {
-                return Err(Error::new(
-                    sys::HP_EINVAL,
-                    format!("exclude: backend name {name:?} contains ','"),
-                ));
-            }
-        }
-        let exclude = if self.exclude.is_empty() {
-            None
-        } else {
-            Some(c_name(&self.exclude.join(","))?)
-        };
-        let mut opts = sys::hp_alloc_opts::init();
-        opts.flags = flags;
-        opts.backend = backend.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
-        opts.exclude = exclude.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
-        // SAFETY: opts and the strings it points to outlive the call.
-        let p = unsafe { sys::hp_alloc_ex(len, &opts) };
+        let opts = self.prepare(true)?;
+        self.check_names()?;
+        let p = opts.alloc(len, extra);
         match NonNull::new(p as *mut u8) {
-            Some(ptr) => Ok(RawBlock { ptr, len, flags }),
+            Some(ptr) => Ok(RawBlock {
+                ptr,
+                len,
+                flags: opts.flags | extra,
+            }),
             None => Err(Error::last(None)),
         }
     }

@@ -43,6 +43,23 @@ pub const MAX_ALIGN: usize = 4096;
 ///
 /// `THRESHOLD` must be at least [`MIN_THRESHOLD`] (checked at compile time).
 ///
+/// **Fork.** `HpAlloc` keeps out of reserved hugetlb pools (`HP_F_NOPOOL`:
+/// THP, mTHP or base pages serve its blocks) unless it was made with
+/// [`pool(true)`](HpAlloc::pool). A global allocator serves every `Vec`,
+/// `String` and `Box` of a program, libraries included, and any of them may
+/// fork: a child that writes inherited
+/// private pool pages when the pool has no free page dies of SIGBUS, and a
+/// write by the parent takes the page away from the children (crate docs,
+/// "Fork"). With `pool(true)` large allocations take pool pages when the
+/// pool has them (the fastest memory to populate); use it only in a
+/// program whose forked children never write memory they inherited, or that
+/// keeps enough pool pages free:
+///
+/// ```no_run
+/// #[global_allocator]
+/// static GLOBAL: hp::HpAlloc = hp::HpAlloc::new().pool(true); // fork caveat above
+/// ```
+///
 /// **libhp refuses → `System`.** When libhp cannot serve an allocation (an
 /// invalid `HP_*` environment variable, no usable backend, out of memory),
 /// that allocation comes from `System` instead of aborting the program.
@@ -65,7 +82,8 @@ pub const MAX_ALIGN: usize = 4096;
 /// whenever its size crosses the threshold or libhp refuses.
 #[derive(Debug, Clone, Copy)]
 pub struct HpAlloc<const THRESHOLD: usize = DEFAULT_THRESHOLD> {
-    _private: (),
+    /// `HP_F_NOPOOL`, or 0 with [`pool(true)`](HpAlloc::pool).
+    pool_flag: u64,
 }
 
 impl<const THRESHOLD: usize> HpAlloc<THRESHOLD> {
@@ -74,11 +92,27 @@ impl<const THRESHOLD: usize> HpAlloc<THRESHOLD> {
         "HpAlloc<THRESHOLD>: the threshold must be at least hp::MIN_THRESHOLD (2 MiB, one huge page)"
     );
 
-    /// The allocator; usable in a `static`.
+    /// The allocator; usable in a `static`. It keeps out of hugetlb pools
+    /// (see "Fork" above).
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::VALID;
-        HpAlloc { _private: () }
+        HpAlloc {
+            pool_flag: sys::HP_F_NOPOOL,
+        }
+    }
+
+    /// This allocator, taking hugetlb pool pages when the pool has them
+    /// (`yes`) or never (`false`, the default). Read "Fork" above first.
+    pub const fn pool(self, yes: bool) -> Self {
+        HpAlloc {
+            pool_flag: if yes { 0 } else { sys::HP_F_NOPOOL },
+        }
+    }
+
+    /// Whether it may take hugetlb pool pages ([`pool`](HpAlloc::pool)).
+    pub const fn uses_pool(&self) -> bool {
+        self.pool_flag == 0
     }
 
     /// The threshold in bytes.
@@ -100,8 +134,8 @@ impl<const THRESHOLD: usize> Default for HpAlloc<THRESHOLD> {
 }
 
 // Contents need not be zeroed (GlobalAlloc::alloc promises nothing), so
-// libhp may skip zeroing recycled memory; alloc_zeroed passes 0.
-const FLAGS: u64 = sys::HP_F_NOZERO;
+// libhp may skip zeroing recycled memory; alloc_zeroed does not pass it.
+const NOZERO: u64 = sys::HP_F_NOZERO;
 
 /// Could `p` be the start of a libhp block? Blocks are page aligned.
 #[inline]
@@ -135,7 +169,7 @@ unsafe impl<const THRESHOLD: usize> GlobalAlloc for HpAlloc<THRESHOLD> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if Self::uses_libhp(layout) {
             // SAFETY: thread-safe; any size and these flags are valid input.
-            let p = unsafe { sys::hp_alloc(layout.size(), FLAGS) } as *mut u8;
+            let p = unsafe { sys::hp_alloc(layout.size(), NOZERO | self.pool_flag) } as *mut u8;
             if !p.is_null() {
                 return p;
             }
@@ -148,8 +182,8 @@ unsafe impl<const THRESHOLD: usize> GlobalAlloc for HpAlloc<THRESHOLD> {
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if Self::uses_libhp(layout) {
-            // SAFETY: as in alloc; flags 0 asks for zero-filled memory.
-            let p = unsafe { sys::hp_alloc(layout.size(), 0) } as *mut u8;
+            // SAFETY: as in alloc; without HP_F_NOZERO libhp zero-fills.
+            let p = unsafe { sys::hp_alloc(layout.size(), self.pool_flag) } as *mut u8;
             if !p.is_null() {
                 return p;
             }
@@ -195,9 +229,10 @@ unsafe impl<const THRESHOLD: usize> GlobalAlloc for HpAlloc<THRESHOLD> {
                 }
                 return q;
             }
+            let flags = NOZERO | self.pool_flag;
             // SAFETY: on failure hp_realloc leaves the block untouched; a
             // pointer that is not libhp's is only looked up.
-            let q = unsafe { sys::hp_realloc(ptr as *mut c_void, new_size, FLAGS) } as *mut u8;
+            let q = unsafe { sys::hp_realloc(ptr as *mut c_void, new_size, flags) } as *mut u8;
             if !q.is_null() {
                 return q;
             }
@@ -224,7 +259,7 @@ unsafe impl<const THRESHOLD: usize> GlobalAlloc for HpAlloc<THRESHOLD> {
         // ptr is System's.
         if new_libhp && !libhp_refused {
             // SAFETY: as in alloc.
-            let q = unsafe { sys::hp_alloc(new_size, FLAGS) } as *mut u8;
+            let q = unsafe { sys::hp_alloc(new_size, NOZERO | self.pool_flag) } as *mut u8;
             if !q.is_null() {
                 // SAFETY: both hold `keep` bytes and are distinct.
                 unsafe { std::ptr::copy_nonoverlapping(ptr, q, keep) };

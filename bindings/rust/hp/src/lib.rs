@@ -22,6 +22,8 @@
 //! - [`HugeVec<T>`](HugeVec) is a growable huge-page array of plain old
 //!   data ([`Pod`]: numbers and arrays of them), with no global allocator
 //!   and no `unsafe` in user code.
+//! - [`HugeVec`] and [`HpAlloc`] never use hugetlb pool pages unless asked,
+//!   so a forked child can write what it inherited (see "Fork" below).
 //! - [`Stack`] / [`StackOptions`] make lean or huge thread and coroutine
 //!   stacks; [`StackOptions::spawn`] runs a closure on a thread on one.
 //! - [`backends`] lists what libhp found ([`reprobe`] refreshes it);
@@ -95,6 +97,41 @@
 //! - Every `unsafe` block carries a `// SAFETY:` comment
 //!   (`clippy::undocumented_unsafe_blocks` is denied), and
 //!   `unsafe_op_in_unsafe_fn` is denied.
+
+//!
+//! # Fork
+//!
+//! Private hugetlb pages that exist when a process forks are shared
+//! copy-on-write, and their pool reservations stay with the parent (kernel
+//! `Documentation/admin-guide/mm/hugetlbpage.rst`,
+//! `Documentation/mm/hugetlbfs_reserv.rst`). A write to such a page, by
+//! either process, needs a free pool page nobody reserved. When the pool
+//! has none, a child's write gets SIGBUS, and a write by the parent
+//! succeeds but takes the page away from every child, whose next access to
+//! it (a read too) gets SIGBUS. THP, mTHP and base pages have no such
+//! rule.
+//!
+//! - **Containers and the allocator keep out of pools by default.**
+//!   [`HugeVec`] and [`HpAlloc`] pass `HP_F_NOPOOL`: they are handed to
+//!   code that forks without a thought for hugetlb (a library, a `Command`
+//!   that a crate runs, a test harness), so a forked child may write them
+//!   whatever the pool holds. Opt in with
+//!   [`AllocOptions::pool(true)`](AllocOptions::pool) through
+//!   [`HugeVec::with_options`], or [`HpAlloc::pool`]`(true)`, only where no
+//!   forked child writes that memory or enough pool pages stay free.
+//! - **An explicit [`Block`] keeps libhp's C default**: [`alloc`] and
+//!   [`AllocOptions::alloc`] take the pool when it has the pages, for a
+//!   caller who asked for a block and can be told the rule;
+//!   [`AllocOptions::pool(false)`](AllocOptions::pool) keeps it out.
+//! - **The choice holds for the block's life**: libhp keeps `HP_F_NOPOOL`,
+//!   the exclude list, the page size and a named backend for every resize
+//!   (`hp_realloc`), so memory that started off the pool never grows onto it.
+//!
+//! `tests/fork.rs` drains the pool after making vectors and `Vec`s under
+//! `HpAlloc` while it had free pages, then forks children from a parent
+//! whose threads keep allocating: every child writes every page of every
+//! block, and none may die, while the children of the two opted-in
+//! controls die of SIGBUS.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]

@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 
 use hp_sys as sys;
 
-use crate::block::{block_info, BlockInfo};
+use crate::block::{block_info, AllocOptions, BlockInfo, CallOptions};
 use crate::error::{Error, Result};
 
 mod sealed {
@@ -77,12 +77,43 @@ unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
 /// panic with the error instead, like their `Vec` counterparts. Only
 /// initialised elements are reachable: every one of the first `len` was
 /// written (push, copy, fill) or zero-filled by libhp.
+///
+/// # Fork
+///
+/// A `HugeVec` keeps out of reserved hugetlb pools (`HP_F_NOPOOL`) unless
+/// its [`AllocOptions`] say [`pool(true)`](AllocOptions::pool): THP, mTHP
+/// or base pages serve it, so after `fork()` the parent and every child
+/// may write it whatever the pool holds. A vector is handed to code that
+/// forks without a thought for hugetlb, and on private pool pages that
+/// code would die: a child's write to an inherited pool page needs a free
+/// pool page for its copy, or it gets SIGBUS, and a write by the parent
+/// takes the page away from the children (crate docs, "Fork"). With
+/// [`pool(true)`](AllocOptions::pool) (through
+/// [`with_options`](HugeVec::with_options)) the vector takes pool pages
+/// when the pool has them, the fastest memory to populate; use it only in
+/// a program that does not fork, or whose children do not write the
+/// vector, or that keeps enough pool pages free. The choice holds for
+/// every growth (libhp keeps a block's options through `hp_realloc`).
+///
+/// ```
+/// // Fork-safe by default: never pool pages.
+/// let v: hp::HugeVec<u64> = hp::HugeVec::zeroed(1 << 20)?;
+/// assert_ne!(v.info()?.flags & hp::sys::HP_F_NOPOOL, 0);
+/// // Opt in to the pool (the fork caveat above applies).
+/// let o = hp::AllocOptions::new().pool(true);
+/// let mut p: hp::HugeVec<u64> = hp::HugeVec::with_options(&o)?;
+/// p.push(1);
+/// assert_eq!(p.info()?.flags & hp::sys::HP_F_NOPOOL, 0);
+/// # Ok::<(), hp::Error>(())
+/// ```
 pub struct HugeVec<T: Pod> {
     /// Dangling (aligned) while `cap == 0`, else a libhp block of
     /// `cap * size_of::<T>()` bytes.
     ptr: NonNull<T>,
     len: usize,
     cap: usize,
+    /// How every block of this vector is allocated.
+    opts: CallOptions,
     _owns: PhantomData<T>,
 }
 
@@ -98,7 +129,8 @@ impl<T: Pod> HugeVec<T> {
         "HugeVec<T>: T must have a size and an alignment of at most a page"
     );
 
-    /// An empty vector; allocates nothing.
+    /// An empty vector; allocates nothing. Its memory will never come from
+    /// a hugetlb pool (see "Fork" above).
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::VALID;
@@ -106,8 +138,58 @@ impl<T: Pod> HugeVec<T> {
             ptr: NonNull::dangling(),
             len: 0,
             cap: 0,
+            opts: CallOptions::CONTAINER,
             _owns: PhantomData,
         }
+    }
+
+    /// An empty vector whose memory is allocated with `opts` (page size,
+    /// backend, exclude, require_huge, populate, collapse, pool) for its
+    /// whole life; allocates nothing yet. Without
+    /// [`pool(true)`](AllocOptions::pool) it keeps out of hugetlb pools, as
+    /// [`new`](HugeVec::new) does.
+    ///
+    /// ```
+    /// let o = hp::AllocOptions::new().exclude("thp-madvise");
+    /// let mut v: hp::HugeVec<u8> = hp::HugeVec::with_options(&o)?;
+    /// v.resize(8 << 20, 1)?;
+    /// assert_ne!(v.info()?.backend, "thp-madvise");
+    /// # Ok::<(), hp::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Checked here, before anything is allocated:
+    /// [`ErrorKind::Flags`](crate::ErrorKind::Flags) for a page size that
+    /// is not a power of two of at least 4096, for bits libhp does not know,
+    /// or for `HP_F_NOZERO` (the vector decides what it zeroes);
+    /// [`InvalidArgument`](crate::ErrorKind::InvalidArgument) for a backend
+    /// name with a NUL byte or a `,`;
+    /// [`NoBackend`](crate::ErrorKind::NoBackend) for a backend or exclude
+    /// name that libhp does not know.
+    pub fn with_options(opts: &AllocOptions) -> Result<Self> {
+        let call = opts.prepare(false)?;
+        if call.flags & sys::HP_F_NOZERO != 0 {
+            return Err(Error::new(
+                sys::HP_EFLAGS,
+                "HugeVec: HP_F_NOZERO is the vector's own choice (zeroed() needs zeroed memory)",
+            ));
+        }
+        opts.check_names()?;
+        let mut v = Self::new();
+        v.opts = call;
+        Ok(v)
+    }
+
+    /// `len` zeros allocated with `opts`, as [`zeroed`](HugeVec::zeroed)
+    /// and [`with_options`](HugeVec::with_options).
+    ///
+    /// # Errors
+    ///
+    /// As [`with_options`](HugeVec::with_options) and
+    /// [`with_capacity`](HugeVec::with_capacity).
+    pub fn zeroed_with_options(len: usize, opts: &AllocOptions) -> Result<Self> {
+        Self::with_options(opts)?.into_zeroed(len)
     }
 
     /// An empty vector with room for `cap` elements.
@@ -128,18 +210,23 @@ impl<T: Pod> HugeVec<T> {
     ///
     /// As [`with_capacity`](HugeVec::with_capacity).
     pub fn zeroed(len: usize) -> Result<Self> {
-        let mut v = Self::new();
+        Self::new().into_zeroed(len)
+    }
+
+    /// This empty vector, made `len` zeros in one zero-filled block.
+    fn into_zeroed(mut self, len: usize) -> Result<Self> {
+        debug_assert_eq!(self.cap, 0);
         if len == 0 {
-            return Ok(v);
+            return Ok(self);
         }
         crate::check_loaded_version();
         let bytes = Self::bytes(len)?;
-        // SAFETY: any size and flags are valid input; 0 asks for zeroed memory.
-        let p = unsafe { sys::hp_alloc(bytes, 0) } as *mut T;
-        v.ptr = NonNull::new(p).ok_or_else(|| Error::last(None))?;
-        v.cap = len;
-        v.len = len; // all-zero bytes are valid T (Pod)
-        Ok(v)
+        // No HP_F_NOZERO (with_options refuses it): libhp zero-fills.
+        let p = self.opts.alloc(bytes, 0) as *mut T;
+        self.ptr = NonNull::new(p).ok_or_else(|| Error::last(None))?;
+        self.cap = len;
+        self.len = len; // all-zero bytes are valid T (Pod)
+        Ok(self)
     }
 
     /// A copy of `src`.
@@ -201,12 +288,12 @@ impl<T: Pod> HugeVec<T> {
         // New bytes past len need no zeroing: nothing reads them before a
         // push or copy writes them.
         let p = if self.cap == 0 {
-            // SAFETY: any size and flags are valid input.
-            unsafe { sys::hp_alloc(bytes, sys::HP_F_NOZERO) }
+            self.opts.alloc(bytes, sys::HP_F_NOZERO)
         } else {
+            let flags = self.opts.flags | sys::HP_F_NOZERO;
             // SAFETY: ptr is our live block (&mut self); on failure
             // hp_realloc leaves it untouched.
-            unsafe { sys::hp_realloc(self.ptr.as_ptr() as *mut c_void, bytes, sys::HP_F_NOZERO) }
+            unsafe { sys::hp_realloc(self.ptr.as_ptr() as *mut c_void, bytes, flags) }
         };
         self.ptr = NonNull::new(p as *mut T).ok_or_else(|| Error::last(None))?;
         self.cap = cap;
@@ -350,7 +437,11 @@ impl<T: Pod> HugeVec<T> {
             return Ok(());
         }
         if self.len == 0 {
-            *self = Self::new();
+            // SAFETY: cap != len == 0, so ptr is our live block; T: Pod
+            // needs no drop.
+            unsafe { sys::hp_free(self.ptr.as_ptr() as *mut c_void) };
+            self.ptr = NonNull::dangling();
+            self.cap = 0;
             return Ok(());
         }
         self.set_capacity(self.len)
@@ -363,16 +454,26 @@ impl<T: Pod> HugeVec<T> {
     /// [`ErrorKind::Foreign`](crate::ErrorKind::Foreign) while nothing is
     /// allocated (capacity 0).
     pub fn info(&self) -> Result<BlockInfo> {
+        if self.cap == 0 {
+            return Err(Error::new(
+                sys::HP_EFOREIGN,
+                "HugeVec::info: the vector has no block yet (capacity 0)",
+            ));
+        }
         block_info(self.ptr.as_ptr() as *const u8)
     }
 
-    /// A copy in a new block.
+    /// A copy in a new block, allocated with the same options.
     ///
     /// # Errors
     ///
     /// As [`from_slice`](HugeVec::from_slice).
     pub fn try_clone(&self) -> Result<Self> {
-        Self::from_slice(self)
+        let mut v = Self::new();
+        v.opts = self.opts.clone();
+        v.try_reserve_exact(self.len)?;
+        v.extend_from_slice(self)?;
+        Ok(v)
     }
 }
 

@@ -3,7 +3,7 @@
 //! machine has them, and zeroed vectors read as zero even after the cache
 //! recycled dirty pages.
 
-use hp::{ErrorKind, HugeVec};
+use hp::{AllocOptions, ErrorKind, HpAlloc, HugeVec};
 
 const MIB: usize = 1 << 20;
 
@@ -108,4 +108,93 @@ fn huge_vecs_cross_threads() {
         .join()
         .unwrap();
     assert_eq!(sum, 9 * 4096);
+}
+
+const NOPOOL: u64 = hp::sys::HP_F_NOPOOL;
+
+#[test]
+fn vectors_keep_out_of_pools_unless_asked_and_blocks_keep_the_c_default() {
+    // Every way of making a vector: no pool.
+    let z: HugeVec<u8> = HugeVec::zeroed(4 * MIB).unwrap();
+    let c: HugeVec<u8> = HugeVec::with_capacity(4 * MIB).unwrap();
+    let s: HugeVec<u8> = HugeVec::from_slice(&[1; 4096]).unwrap();
+    let o: HugeVec<u8> = HugeVec::zeroed_with_options(MIB, &AllocOptions::new().populate(true))
+        .unwrap();
+    for v in [&z, &c, &s, &o, &s.try_clone().unwrap()] {
+        assert_ne!(v.info().unwrap().flags & NOPOOL, 0, "{:?}", v.info());
+        assert_ne!(v.info().unwrap().backend, "hugetlbfs");
+    }
+    // Opted in: the flag is not passed (whether the pool serves depends on
+    // its free pages; tests/fork.rs checks that with a pool it does).
+    let pooled = AllocOptions::new().pool(true);
+    let mut p: HugeVec<u8> = HugeVec::with_options(&pooled).unwrap();
+    p.resize(4 * MIB, 1).unwrap();
+    assert_eq!(p.info().unwrap().flags & NOPOOL, 0);
+    assert_eq!(p.try_clone().unwrap().info().unwrap().flags & NOPOOL, 0);
+    // A Block keeps libhp's C default (the pool when it has the pages)
+    // unless told; the two spellings agree.
+    assert_eq!(hp::alloc(4096).unwrap().flags() & NOPOOL, 0);
+    assert_ne!(AllocOptions::new().pool(false).alloc(4096).unwrap().flags() & NOPOOL, 0);
+    assert_eq!(
+        AllocOptions::new().no_pool(true),
+        AllocOptions::new().pool(false)
+    );
+    assert_eq!(AllocOptions::new().pool(false).raw_flags().unwrap(), NOPOOL);
+    // The global allocator likewise.
+    assert!(!HpAlloc::<{ 2 << 20 }>::new().uses_pool());
+    assert!(HpAlloc::<{ 2 << 20 }>::new().pool(true).uses_pool());
+    assert!(!HpAlloc::<{ 2 << 20 }>::new().pool(true).pool(false).uses_pool());
+}
+
+#[test]
+fn options_hold_for_every_growth_and_after_shrinking_to_nothing() {
+    let opts = AllocOptions::new().exclude("thp-madvise");
+    let mut v: HugeVec<u8> = HugeVec::with_options(&opts).unwrap();
+    for size in [4096, MIB, 4 * MIB, 16 * MIB] {
+        v.resize(size, 7).unwrap();
+        let info = v.info().unwrap();
+        assert_ne!(info.backend, "thp-madvise", "{size}: {info:?}");
+        assert_ne!(info.flags & NOPOOL, 0, "{size}: {info:?}");
+    }
+    v.clear();
+    v.shrink_to_fit().unwrap();
+    assert_eq!(v.capacity(), 0);
+    v.resize(8 * MIB, 1).unwrap();
+    assert_ne!(v.info().unwrap().backend, "thp-madvise");
+    let c = v.try_clone().unwrap();
+    assert_ne!(c.info().unwrap().backend, "thp-madvise");
+    assert_eq!(c, v);
+}
+
+#[test]
+fn bad_options_are_errors_before_anything_is_allocated() {
+    let kind = |o: AllocOptions| HugeVec::<u64>::with_options(&o).unwrap_err().kind();
+    assert_eq!(kind(AllocOptions::new().page_size(3)), ErrorKind::Flags);
+    assert_eq!(kind(AllocOptions::new().page_size(1024)), ErrorKind::Flags);
+    assert_eq!(kind(AllocOptions::new().flags(1 << 40)), ErrorKind::Flags);
+    assert_eq!(
+        kind(AllocOptions::new().flags(hp::sys::HP_F_NOZERO)),
+        ErrorKind::Flags
+    );
+    assert_eq!(kind(AllocOptions::new().backend("no-such")), ErrorKind::NoBackend);
+    assert_eq!(kind(AllocOptions::new().exclude("no-such")), ErrorKind::NoBackend);
+    assert_eq!(kind(AllocOptions::new().exclude("a,b")), ErrorKind::InvalidArgument);
+    assert_eq!(kind(AllocOptions::new().backend("x\0y")), ErrorKind::InvalidArgument);
+    let e = HugeVec::<u8>::zeroed_with_options(1, &AllocOptions::new().exclude("nope")).unwrap_err();
+    assert!(e.to_string().contains("\"nope\""), "{e}");
+    // A misspelt exclude of a Block is refused too, not ignored.
+    let e = AllocOptions::new().exclude("hugetlbs").alloc(4096).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoBackend, "{e}");
+    // Sizes: errors, never aborts, with the options too.
+    let o = AllocOptions::new().pool(true);
+    let e = HugeVec::<u64>::zeroed_with_options(usize::MAX / 4, &o).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Size, "{e}");
+    let mut v = HugeVec::<[u64; 8]>::with_options(&o).unwrap();
+    assert_eq!(v.try_reserve(usize::MAX / 32).unwrap_err().kind(), ErrorKind::Size);
+    assert_eq!(v.try_reserve_exact(usize::MAX).unwrap_err().kind(), ErrorKind::Size);
+    assert_eq!(v.capacity(), 0);
+    // info() of a vector without a block says so.
+    let e = v.info().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Foreign);
+    assert!(e.to_string().contains("capacity 0"), "{e}");
 }
