@@ -160,7 +160,7 @@ pub use stack::{
     configure_stack_cache, stack_cache_stats, trim_stack_cache, Stack, StackCacheConfig,
     StackCacheStats, StackInfo, StackMode, StackOptions, StackThread,
 };
-pub use vec::{HugeVec, Pod};
+pub use vec::{HugeVec, IntoIter, Pod};
 
 use std::fmt;
 

@@ -532,3 +532,107 @@ impl<T: Pod + PartialEq> PartialEq for HugeVec<T> {
         self[..] == other[..]
     }
 }
+
+impl<T: Pod + Eq> Eq for HugeVec<T> {}
+
+impl<T: Pod> Clone for HugeVec<T> {
+    /// A copy in a new block, with the same options
+    /// ([`try_clone`](HugeVec::try_clone)).
+    ///
+    /// # Panics
+    ///
+    /// If libhp cannot provide the memory, like `Vec::clone`.
+    fn clone(&self) -> Self {
+        match self.try_clone() {
+            Ok(v) => v,
+            Err(e) => panic!("HugeVec::clone: {e}"),
+        }
+    }
+}
+
+impl<T: Pod> FromIterator<T> for HugeVec<T> {
+    /// # Panics
+    ///
+    /// If libhp cannot provide the memory, like `Vec`'s `collect`.
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut v = HugeVec::new();
+        v.extend(iter);
+        v
+    }
+}
+
+impl<T: Pod> AsRef<[T]> for HugeVec<T> {
+    fn as_ref(&self) -> &[T] {
+        self
+    }
+}
+
+impl<T: Pod> AsMut<[T]> for HugeVec<T> {
+    fn as_mut(&mut self) -> &mut [T] {
+        self
+    }
+}
+
+impl<'a, T: Pod> IntoIterator for &'a HugeVec<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a, T: Pod> IntoIterator for &'a mut HugeVec<T> {
+    type Item = &'a mut T;
+    type IntoIter = std::slice::IterMut<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
+/// The elements of a [`HugeVec`] by value; the block is freed when the
+/// iterator is dropped.
+pub struct IntoIter<T: Pod> {
+    vec: HugeVec<T>,
+    front: usize,
+    back: usize,
+}
+
+impl<T: Pod> Iterator for IntoIter<T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        if self.front == self.back {
+            return None;
+        }
+        self.front += 1;
+        Some(self.vec[self.front - 1])
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.back - self.front, Some(self.back - self.front))
+    }
+}
+
+impl<T: Pod> DoubleEndedIterator for IntoIter<T> {
+    fn next_back(&mut self) -> Option<T> {
+        if self.front == self.back {
+            return None;
+        }
+        self.back -= 1;
+        Some(self.vec[self.back])
+    }
+}
+
+impl<T: Pod> ExactSizeIterator for IntoIter<T> {}
+
+impl<T: Pod> IntoIterator for HugeVec<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+    fn into_iter(self) -> IntoIter<T> {
+        let back = self.len;
+        IntoIter {
+            vec: self,
+            front: 0,
+            back,
+        }
+    }
+}

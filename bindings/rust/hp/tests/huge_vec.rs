@@ -198,3 +198,31 @@ fn bad_options_are_errors_before_anything_is_allocated() {
     assert_eq!(e.kind(), ErrorKind::Foreign);
     assert!(e.to_string().contains("capacity 0"), "{e}");
 }
+
+#[test]
+fn std_traits_behave_like_vec() {
+    let v: HugeVec<u32> = (0..10_000u32).collect();
+    assert_eq!(v.len(), 10_000);
+    assert_ne!(v.info().unwrap().flags & NOPOOL, 0);
+    let mut c = v.clone();
+    assert_eq!(c, v);
+    assert_ne!(c.as_ptr(), v.as_ptr());
+    for x in &mut c {
+        *x += 1;
+    }
+    assert_eq!((&c).into_iter().copied().max(), Some(10_000));
+    let r: &[u32] = v.as_ref();
+    assert_eq!(r[9_999], 9_999);
+    let owned: Vec<u32> = c.into_iter().rev().take(3).collect();
+    assert_eq!(owned, [10_000, 9_999, 9_998]);
+    let mut it = v.into_iter();
+    assert_eq!(it.len(), 10_000);
+    assert_eq!((it.next(), it.next_back()), (Some(0), Some(9_999)));
+    assert_eq!(it.len(), 9_998);
+    assert_eq!(format!("{:?}", HugeVec::from_slice(&[1u8, 2]).unwrap()), "[1, 2]");
+    // Clone keeps the options.
+    let o = AllocOptions::new().pool(true);
+    let mut p: HugeVec<u8> = HugeVec::with_options(&o).unwrap();
+    p.push(1);
+    assert_eq!(p.clone().info().unwrap().flags & NOPOOL, 0);
+}
