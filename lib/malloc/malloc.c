@@ -53,6 +53,11 @@ static void init(void)
          * reverse order of registration): the arena lock is held while
          * calling into libhp, never the other way round. */
         hpm_arena_grow(0, 0);
+        /* mimalloc counts the NUMA nodes when it takes its first segment
+         * (access(2) on /sys/devices/system/node/node1, which leaves errno
+         * ENOENT on a one-node machine): here, where the caller keeps
+         * errno, rather than in the program's first malloc. */
+        mi_free(mi_malloc(1));
         pthread_atfork(prepare_grow, release_grow, release_grow);
         atomic_store(&state, READY);
         atomic_store(&hpm_fast_max, hpm_opt.large_min);
@@ -103,7 +108,10 @@ static void *alloc_slow(size_t n, size_t align, int zero)
     int saved = errno;
     void *p;
     if (hpm_busy) {
-        p = mi_any(n, align, zero);
+        /* Before the first arena mimalloc has nothing to serve from, and
+         * each of its refusals walks its whole slow path (thousands of
+         * instructions for every allocation of libhp's start-up). */
+        p = hpm_arena_count() ? mi_any(n, align, zero) : NULL;
         if (!p)
             p = hpm_boot_alloc(n, align);  /* fresh mmap memory: zero */
         errno = p ? saved : ENOMEM;
