@@ -6,13 +6,17 @@
 // on small blocks that stay in the allocator's thread cache, so the figures
 // are the call paths themselves: wrappers, ownership tests, indirect calls.
 //
-//     bench_calls [N] [REPS]        (default 2,000,000 and 7)
+//     bench_calls [N] [REPS] [NAME]     (default 2,000,000 and 7; NAME: that loop only)
 //
+// With NAME, under valgrind --tool=callgrind at two values of N, the
+// difference of the instruction counts divided by the difference of N is
+// the instructions per operation (calls-instr.sh).
 // stdout: N, so that every allocator prints the same (the usable sizes
 // differ between allocators and are only kept alive).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <malloc.h>
 #include <new>
@@ -31,9 +35,12 @@ static void use(void *p)
 }
 
 static void *slots[256];
+static const char *only;
 
 template <class F> static double best(const char *name, long n, int reps, long per, F body)
 {
+    if (only && std::strcmp(only, name) != 0)
+        return 0;
     double t_min = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = now();
@@ -51,6 +58,7 @@ int main(int argc, char **argv)
 {
     long n = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 2000000;
     int reps = argc > 2 ? std::atoi(argv[2]) : 7;
+    only = argc > 3 ? argv[3] : nullptr;
     std::uint64_t sum = 0;
     best("malloc+free", n, reps, 1, [](long k) {
         for (long i = 0; i < k; i++) {

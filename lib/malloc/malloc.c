@@ -301,7 +301,8 @@ static void *realloc_large(void *p, size_t n)
     return q;
 }
 
-EXPORT void *realloc(void *p, size_t n)
+/* Everything but an arena block that stays below the large threshold. */
+__attribute__((noinline)) static void *realloc_slow(void *p, size_t n)
 {
     if (!p)
         return alloc(n, 0, 0);
@@ -332,6 +333,18 @@ EXPORT void *realloc(void *p, size_t n)
     return q;
 }
 
+EXPORT void *realloc(void *p, size_t n)
+{
+    /* 1 <= n < large_min (n - 1 wraps for 0, which frees); an arena
+     * pointer means the options are read. */
+    if (LIKELY(hpm_arena_owns(p) && n - 1 < hpm_opt.large_min - 1)) {
+        void *q = mi_realloc(p, n);
+        if (LIKELY(q != NULL))
+            return q;
+    }
+    return realloc_slow(p, n);
+}
+
 EXPORT void *reallocarray(void *p, size_t count, size_t size)
 {
     size_t n;
@@ -347,16 +360,30 @@ EXPORT void *reallocarray(void *p, size_t count, size_t size)
  * OS only, which the arenas forbid. */
 #define MAX_ALIGN (HPM_SEGMENT / 2)
 
-static void *aligned(size_t align, size_t n)
+/* Everything but the fast path of aligned(): alignments mimalloc cannot
+ * serve from an arena, initialisation, large blocks, arena growth. */
+__attribute__((noinline)) static void *aligned_slow(size_t align, size_t n)
 {
     if (align > MAX_ALIGN) {
         errno = ENOMEM;
         return NULL;
     }
-    /* mimalloc gives blocks of 8 bytes or less only 8-byte alignment, so any
- * larger alignment asks for it. Large blocks with at most page alignment are libhp blocks (page
-     * aligned); larger alignments stay in the arenas, aligned by mimalloc. */
-    return alloc(n, align <= 8 ? 0 : align, 0);
+    return alloc_slow(n, align <= 8 ? 0 : align, 0);
+}
+
+/* align: a power of two. mimalloc gives blocks of 8 bytes or less only
+ * 8-byte alignment, so any larger alignment asks for it. Large blocks with
+ * at most page alignment are libhp blocks (page aligned); larger
+ * alignments stay in the arenas, aligned by mimalloc. */
+static inline void *aligned(size_t align, size_t n)
+{
+    if (LIKELY(align <= MAX_ALIGN &&
+               n < atomic_load_explicit(&hpm_fast_max, memory_order_relaxed))) {
+        void *p = align <= 8 ? mi_malloc(n) : mi_malloc_aligned(n, align);
+        if (LIKELY(p != NULL))
+            return p;
+    }
+    return aligned_slow(align, n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
@@ -384,17 +411,32 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
     return aligned(align, n);
 }
 
-EXPORT int posix_memalign(void **out, size_t align, size_t n)
+/* posix_memalign reports through its result only: errno is kept, which
+ * only the slow path can change. */
+__attribute__((noinline)) static int posix_memalign_slow(void **out, size_t align, size_t n)
 {
-    if (!align || (align & (align - 1)) || align % sizeof(void *))
-        return EINVAL;
     int saved = errno;
-    void *p = aligned(align, n);
+    void *p = aligned_slow(align, n);
     errno = saved;
     if (!p)
         return ENOMEM;
     *out = p;
     return 0;
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+    if (!align || (align & (align - 1)) || align % sizeof(void *))
+        return EINVAL;
+    if (LIKELY(align <= MAX_ALIGN &&
+               n < atomic_load_explicit(&hpm_fast_max, memory_order_relaxed))) {
+        void *p = align <= 8 ? mi_malloc(n) : mi_malloc_aligned(n, align);
+        if (LIKELY(p != NULL)) {
+            *out = p;
+            return 0;
+        }
+    }
+    return posix_memalign_slow(out, align, n);
 }
 
 EXPORT void *valloc(size_t n)
