@@ -202,9 +202,16 @@ def report(name, title, rows, res, rounds, out):
         report_phases(rows, res, out)
 
 
+def json_rounds(d):
+    """JSON with one line per measurement (the raw rounds, kept in results/)."""
+    return "{\n" + ",\n".join(
+        json.dumps(k) + ": [\n  " + ",\n  ".join(json.dumps(r) for r in v) + "\n ]"
+        for k, v in d.items()) + "\n}\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
+    ap.add_argument("--build")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--bench", default="umap,realloc,mixed")
     ap.add_argument("--proto", action="store_true", help="add the jemalloc prototype")
@@ -212,7 +219,20 @@ def main():
     ap.add_argument("--condition", type=int, default=1024, metavar="MIB",
                     help="run bench_warm MIB before every run (0: no conditioning)")
     ap.add_argument("--json")
+    ap.add_argument("--report", metavar="JSON",
+                    help="run nothing: print the report of a saved run (results/*.json)")
     a = ap.parse_args()
+    if a.report:
+        with open(a.report) as f:
+            saved = json.load(f)
+        for bname in dict.fromkeys(k.split("/", 1)[0] for k in saved):
+            rows = [(k.split("/", 1)[1], None) for k in saved if k.split("/", 1)[0] == bname]
+            res = {c: saved[f"{bname}/{c}"] for c, _ in rows}
+            title = dict((b[0], b[1]) for b in benches("", [bname]))[bname]
+            report(bname, title, rows, res, len(res[rows[0][0]]), sys.stdout)
+        return
+    if not a.build:
+        ap.error("--build is required (or --report JSON)")
     rows = configs(a.build, a.proto)
     if a.only:
         keep = a.only.split(",")
@@ -237,8 +257,9 @@ def main():
               f"{'yes' if not bad else 'NO: ' + ', '.join(bad)}")
         report(b[0], b[1], rows, {c: res[(b[0], c)] for c, _ in rows}, a.rounds, sys.stdout)
     if a.json:
+        # One line per measurement: {"BENCH/CONFIG": [round 1, round 2, ...]}.
         with open(a.json, "w") as f:
-            json.dump({f"{k[0]}/{k[1]}": v for k, v in res.items()}, f, indent=1)
+            f.write(json_rounds({f"{k[0]}/{k[1]}": v for k, v in res.items()}))
 
 
 if __name__ == "__main__":
