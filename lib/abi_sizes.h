@@ -30,6 +30,11 @@
 #define HP_CACHE_CONFIG_SIZE_V1_1 32u        /* ... pool_idle_ms */
 #define HP_CACHE_STATS_SIZE_V1_1 96u         /* ... reaper_running; entries optional */
 #define HP_BLOCK_INFO_SIZE_V1_1 104u         /* ... fd_offset (the backend's query) */
+/* libhp 1.4 (node HP_1.4: NUMA placement, hp_block_nodes). Not minimums:
+ * the sizes from which the placement fields are read or filled. */
+#define HP_ALLOC_OPTS_SIZE_V1_4 48u          /* ... numa_nodes */
+#define HP_BLOCK_INFO_SIZE_V1_4 128u         /* ... numa_mask */
+#define HP_STACK_OPTS_SIZE_V1_4 40u          /* ... numa_nodes */
 
 #define HP_SIZE_ENDS_AT(type, field, size) \
     _Static_assert(offsetof(type, field) + sizeof(((type *)0)->field) <= (size) && \
@@ -45,5 +50,8 @@ HP_SIZE_ENDS_AT(struct hp_stack_cache_stats, evictions, HP_STACK_CACHE_STATS_SIZ
 HP_SIZE_ENDS_AT(struct hp_cache_config, pool_idle_ms, HP_CACHE_CONFIG_SIZE_V1_1);
 HP_SIZE_ENDS_AT(struct hp_cache_stats, reaper_running, HP_CACHE_STATS_SIZE_V1_1);
 HP_SIZE_ENDS_AT(struct hp_block_info, fd_offset, HP_BLOCK_INFO_SIZE_V1_1);
+HP_SIZE_ENDS_AT(struct hp_alloc_opts, numa_nodes, HP_ALLOC_OPTS_SIZE_V1_4);
+HP_SIZE_ENDS_AT(struct hp_block_info, numa_mask, HP_BLOCK_INFO_SIZE_V1_4);
+HP_SIZE_ENDS_AT(struct hp_stack_opts, numa_nodes, HP_STACK_OPTS_SIZE_V1_4);
 
 #endif

@@ -143,12 +143,61 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
     return HP_OK;
 }
 
-/* Ask one backend for a block mapping (no alignment beyond the page, no
- * guard); HP_OK fills *m. */
-static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
-                        struct hp_mapping *m)
+/* Under HP_NUMA_BIND: refuse a mapping whose resident pages lie on other
+ * nodes (a backend that ignored the thread's policy: its pages were
+ * faulted in while mapping, before the mbind). HP_OK or HP_EBACKEND. */
+static int32_t check_placed(struct hp_backend *b, const struct hp_mapping *m,
+                            const struct hp_placement *pl)
 {
-    return hp_backend_map(b, len, flags, page_size, 0, 0, m);
+    struct hp_nodes seen;
+    if (pl->mode != HP_NUMA_BIND ||
+        hp_numa_measure(m->addr, hp_committed(m), m->page_size, &seen, NULL, 0) <= 0)
+        return HP_OK;
+    for (unsigned n = 0; n < HP_NODES_MAX; n++)
+        if (hp_nodes_has(&seen, n) && !hp_nodes_has(&pl->nodes, n))
+            return hp_fail(HP_EBACKEND, "backend %s put pages of the block on node %u, outside "
+                           "the nodes it is bound to (HP_NUMA_BIND)", b->name, n);
+    return HP_OK;
+}
+
+int32_t hp_backend_map_placed(struct hp_backend *b, uint64_t len, uint64_t flags,
+                              uint64_t page_size, uint64_t align, uint64_t guard,
+                              const struct hp_placement *pl, struct hp_mapping *m)
+{
+    if (!pl || pl->mode == HP_NUMA_DEFAULT)
+        return hp_backend_map(b, len, flags, page_size, align, guard, m);
+    /* The thread's policy rules the reservation a hugetlb mmap makes
+     * (mm/hugetlb.c allowed_mems_nr) and every page the backend faults in
+     * while mapping; a VMA policy could only come after the mmap. */
+    struct hp_os_policy saved;
+    int err = hp_numa_thread_swap(pl, &saved);
+    if (err)
+        return hp_fail(HP_EOS, "cannot give the thread the block's NUMA policy "
+                       "(set_mempolicy: %s)", strerror(-err));
+    int32_t rc = hp_backend_map(b, len, flags, page_size, align, guard, m);
+    err = hp_os_policy_restore(&saved);
+    if (err)
+        hp_log("could not restore the thread's memory policy (set_mempolicy: %s)",
+               strerror(-err));
+    if (rc != HP_OK)
+        return rc;
+    err = hp_numa_bind_range(m->map_addr, m->map_len, pl);
+    if (err)
+        rc = hp_fail(HP_EOS, "mbind of the block's %llu bytes failed: %s",
+                     (unsigned long long)m->map_len, strerror(-err));
+    else
+        rc = check_placed(b, m, pl);
+    if (rc != HP_OK)
+        b->ops->unmap(b->self, m);
+    return rc;
+}
+
+/* Ask one backend for a block mapping (no alignment beyond the page, no
+ * guard) under a placement; HP_OK fills *m. */
+static int32_t map_with(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
+                        const struct hp_placement *pl, struct hp_mapping *m)
+{
+    return hp_backend_map_placed(b, len, flags, page_size, 0, 0, pl, m);
 }
 
 struct request {
@@ -158,8 +207,9 @@ struct request {
     uint32_t excluded;      /* backends never to use, by index (a resized block's) */
     char exclude[HP_OPT_MAX_NAMES][HP_OPT_NAME_LEN];
     unsigned n_exclude;
-    int numa;               /* 1: only pool_nodes' pools can serve the calling thread
-                             * (its memory policy and cpuset; numa_view) */
+    struct hp_placement placement;  /* the caller's NUMA placement (mode 0: none) */
+    int numa;               /* 1: only pool_nodes' pools can serve the block (the
+                             * placement, else the thread's policy and cpuset; numa_view) */
     struct hp_nodes pool_nodes;
 };
 
@@ -183,7 +233,15 @@ static void count_cached(struct hp_backend *b, struct hp_backend_caps *caps)
 /* Which nodes' pools can serve the calling thread's faults, for r. */
 static void numa_view(struct request *r)
 {
-    r->numa = hp_numa_pool_nodes(&r->pool_nodes);
+    r->numa = r->placement.mode ? hp_numa_placed_pool_nodes(&r->placement, &r->pool_nodes)
+                                : hp_numa_pool_nodes(&r->pool_nodes);
+}
+
+/* Cached memory may lie on any node: a placed block, or one for a thread
+ * held to some nodes, is mapped fresh. */
+static int fresh_only(const struct request *r)
+{
+    return r->numa || r->placement.mode != HP_NUMA_DEFAULT;
 }
 
 /* The request selection sees for r (HP_BACKENDS merged in). */
@@ -220,10 +278,10 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
         if (b->ops) {
             hp_backend_caps_now(b, r->len, hp_flags_page_size(r->flags), &caps[i]);
             if (r->numa)
-                hp_numa_limit_caps(b, &r->pool_nodes, &caps[i]);
+                hp_numa_limit_caps(b, &r->pool_nodes, r->placement.mode != 0, &caps[i]);
             /* A thread held to some nodes gets fresh pages, never cached
              * ones, which may lie on any node (serve). */
-            if (!r->numa)
+            if (!fresh_only(r))
                 count_cached(b, &caps[i]);
             view[i].caps = &caps[i];
         }
@@ -256,9 +314,9 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
         } else if (r->numa) {
             char nodes[64];
             hp_nodes_format(&r->pool_nodes, nodes, sizeof(nodes));
-            snprintf(why, sizeof(why), " (the thread's memory policy and cpuset allow the "
-                     "hugetlb pools of node%s %s only)", hp_nodes_count(&r->pool_nodes) > 1 ? "s" : "",
-                     nodes);
+            snprintf(why, sizeof(why), " (%s the hugetlb pools of node%s %s only)",
+                     hp_numa_who(r->placement.mode != 0),
+                     hp_nodes_count(&r->pool_nodes) > 1 ? "s" : "", nodes);
         }
         if (r->flags & HP_F_REQUIRE_HUGE) {
             hp_fail(HP_ENOHUGE, "no backend can serve %llu bytes with huge pages%s%s%s%s",
@@ -347,7 +405,7 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
     char tried[448] = "";  /* fits the detail (lib/error.c) with its lead-in */
     for (unsigned i = 0; i < n; i++) {
         struct hp_backend *b = &c->backends[cand[i].backend];
-        struct hp_block *blk = r->numa ? NULL : from_cache(b, cand[i].page_size, r);
+        struct hp_block *blk = fresh_only(r) ? NULL : from_cache(b, cand[i].page_size, r);
         if (blk && refused_pool(r, blk))
             blk = NULL;
         if (blk)
@@ -360,10 +418,10 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
         /* Read before the map: a fork racing with it makes the block stale
          * (lib/cache.h, hp_fork_gen), never the other way round. */
         blk->gen = hp_fork_gen();
-        int32_t rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
+        int32_t rc = map_with(b, r->len, r->flags, cand[i].page_size, &r->placement, &blk->m);
         /* The pool pages the cache holds may be the ones this map misses. */
         if (rc == HP_ENOMEM && hp_cache_flush(b, cand[i].page_size) > 0)
-            rc = map_with(b, r->len, r->flags, cand[i].page_size, &blk->m);
+            rc = map_with(b, r->len, r->flags, cand[i].page_size, &r->placement, &blk->m);
         if (rc == HP_OK) {
             blk->backend = b;
             if (!refused_pool(r, blk)) {
@@ -428,6 +486,10 @@ static void release(struct hp_block *b)
 /* A freed block goes to the cache if it takes it, else back to the kernel. */
 static int32_t retire(struct hp_block *b)
 {
+    /* A placed block's memory carries its mbind policy, which would follow
+     * it to whatever block the cache served next. */
+    if (b->placement.mode != HP_NUMA_DEFAULT)
+        return try_release(b);
     return hp_cache_put(b) ? HP_OK : try_release(b);
 }
 
@@ -443,6 +505,7 @@ static void *allocate(struct hp_core *c, struct request *r)
         return NULL;
     blk->flags = r->flags;
     blk->requested_page_size = hp_flags_page_size(r->flags);
+    blk->placement = r->placement;
     struct hp_select_request sr;
     select_request(r, &sr);
     blk->pinned = r->pin ? r->pin : hp_select_pin(&sr);
@@ -485,6 +548,9 @@ static int32_t build_request(size_t size, const struct hp_alloc_opts *opts, stru
             return hp_fail(HP_EINVAL, "opts->exclude: %s", why);
         r->n_exclude = (unsigned)n;
     }
+    if (opts->size >= offsetof(struct hp_alloc_opts, numa_nodes) + sizeof(opts->numa_nodes))
+        return hp_numa_placement(opts->numa_mode, opts->numa_max_node, opts->numa_nodes, "opts",
+                                 &r->placement);
     return HP_OK;
 }
 
@@ -726,14 +792,33 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
         return HP_ENOTSUP;
     struct hp_mapping m = b->m;
     hp_set_detail("");
+    /* A placed block grows under its placement, as it was mapped
+     * (hp_backend_map_placed): new pages the backend faults in follow the
+     * thread's policy, and a new VMA gets the block's with mbind. */
+    const struct hp_placement *pl = &b->placement;
+    int placed = pl->mode != HP_NUMA_DEFAULT && new_len > b->m.len;
+    struct hp_os_policy saved = {0};
+    if (placed) {
+        int err = hp_numa_thread_swap(pl, &saved);
+        if (err)
+            return hp_fail(HP_EOS, "cannot give the thread the block's NUMA policy "
+                           "(set_mempolicy: %s)", strerror(-err));
+    }
     int32_t rc = hp_backend_status(b->backend, "remap",
                                    remap(b->backend->self, &m, new_len, flags));
+    int err = hp_os_policy_restore(&saved);
+    if (err)
+        hp_log("could not restore the thread's memory policy (set_mempolicy: %s)",
+               strerror(-err));
     char what[200];
     if (rc == HP_OK) {
         const char *fault = mapping_fault(&m, new_len, b->m.page_size, 0, 0);
         if (!fault && hp_os_check_mapped(m.addr, m.len) != 0)
             fault = "memory that is not mapped";
         if (!fault) {
+            if (placed && (err = hp_numa_bind_range(m.map_addr, m.map_len, pl)) != 0)
+                hp_log("hp_realloc: mbind of the grown block failed (%s); later faults follow "
+                       "the thread's policy", strerror(-err));
             if (m.map_addr != b->m.map_addr)
                 b->origin = new_origin();
             b->m = m;
@@ -804,7 +889,7 @@ static int32_t resize(struct hp_block *b, uint64_t new_size, uint64_t flags,
     }
     uint64_t span = b->m.map_len - (uint64_t)((char *)b->m.addr - (char *)b->m.map_addr);
     int32_t rc = HP_ENOTSUP;
-    if (new_size > span) {
+    if (new_size > span && b->placement.mode == HP_NUMA_DEFAULT) {
         uint64_t end = b->m.map_len, got = hp_cache_adopt(b, new_size);
         if (got) {
             dirty = end + got;
@@ -841,12 +926,15 @@ static struct hp_realloc_block realloc_view(const struct hp_block *b)
 /* hp_realloc_plan, with the selection's best candidate for new_size when
  * the promotion rule needs it. */
 static struct hp_realloc_plan first_step(struct hp_core *c, const struct hp_realloc_block *rb,
-                                         uint64_t new_size, uint64_t flags, uint32_t excluded)
+                                         uint64_t new_size, uint64_t flags, uint32_t excluded,
+                                         const struct hp_placement *pl)
 {
     struct hp_candidate cand[HP_SELECT_MAX];
     const struct hp_candidate *best = NULL;
     if (hp_realloc_may_promote(rb, new_size, hp_os_page_size())) {
-        struct request r = {.len = new_size, .flags = flags, .excluded = excluded};
+        struct request r = {.len = new_size, .flags = flags, .excluded = excluded,
+                            .placement = *pl};
+        numa_view(&r);
         if (candidates(c, &r, cand, 1) > 0)
             best = &cand[0];
     }
@@ -897,7 +985,8 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     /* The options the block was allocated with govern this resize too. */
     flags = hp_realloc_flags(work.flags, flags);
     struct hp_realloc_block rb = realloc_view(&work);
-    struct hp_realloc_plan plan = first_step(c, &rb, new_size, flags, work.excluded);
+    struct hp_realloc_plan plan = first_step(c, &rb, new_size, flags, work.excluded,
+                                             &work.placement);
     int32_t rc = HP_OK;  /* of the resize, if the plan tried one */
     enum remap_left left = REMAP_KEPT;
     if (plan.step == HP_STEP_RESIZE) {
@@ -941,7 +1030,8 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     char resize_why[200] = "";
     if (rc != HP_OK && hp_last_error_detail()[0])
         snprintf(resize_why, sizeof(resize_why), "%s", hp_last_error_detail());
-    struct request r = {.len = new_size, .flags = flags, .excluded = work.excluded};
+    struct request r = {.len = new_size, .flags = flags, .excluded = work.excluded,
+                        .placement = work.placement};
     if (plan.step == HP_STEP_COPY_WITHIN) {
         r.backend = work.backend->name;
         r.pin = work.pinned;
@@ -1013,6 +1103,33 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
             full.fd_offset = full.fd >= 0 ? q.fd_offset : 0;
         }
     }
+    if (size >= offsetof(struct hp_block_info, numa_mask) + sizeof(full.numa_mask)) {
+        struct hp_nodes seen;
+        full.numa_mode = b.placement.mode;
+        int n = hp_numa_measure(b.m.addr, b.m.len, b.m.page_size, &seen, NULL, 0);
+        full.numa_count = n > 0 ? (uint32_t)n : 0;
+        full.numa_mask = n > 0 ? seen.w[0] : 0;
+    }
     memcpy(info, &full, size < sizeof(full) ? size : sizeof(full));
     return HP_OK;
+}
+
+HP_EXTERN(int32_t) hp_block_nodes(const void *p, uint64_t *bytes, uint32_t n_nodes)
+{
+    if (!bytes && n_nodes)
+        return hp_fail(HP_EINVAL, "hp_block_nodes: bytes is NULL for %u nodes", n_nodes);
+    if (!p)
+        return hp_fail(HP_EFOREIGN, "hp_block_nodes(NULL): not a pointer returned by libhp");
+    struct hp_block b;
+    int32_t code = hp_registry_peek(p, &b);
+    if (code != HP_OK)
+        return pointer_error(code, p, "hp_block_nodes");
+    struct hp_nodes seen;
+    int n = hp_numa_measure(b.m.addr, b.m.len, b.m.page_size, &seen, bytes, n_nodes);
+    if (n < 0) {
+        if (bytes)
+            memset(bytes, 0, sizeof(*bytes) * n_nodes);
+        return 0;  /* no NUMA support: nothing is known to lie anywhere */
+    }
+    return n;
 }

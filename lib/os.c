@@ -390,6 +390,75 @@ int hp_os_mems_allowed(struct hp_nodes *nodes)
     return get_policy(NULL, nodes, 4UL /* MPOL_F_MEMS_ALLOWED */);
 }
 
+/* get_mempolicy(2) without flags, the mode flags kept: what set_mempolicy
+ * takes back. */
+static int raw_policy(int *mode, struct hp_nodes *nodes)
+{
+    hp_nodes_clear(nodes);
+#ifdef SYS_get_mempolicy
+    if (syscall(SYS_get_mempolicy, mode, nodes->w, (unsigned long)HP_NODES_MAX, NULL, 0UL) != 0)
+        return -errno;
+    return 0;
+#else
+    return -ENOSYS;
+#endif
+}
+
+static int set_policy(int mode, const struct hp_nodes *nodes)
+{
+#ifdef SYS_set_mempolicy
+    int base = mode & 0xff;
+    int none = base == HP_MPOL_DEFAULT || base == HP_MPOL_LOCAL ||
+               (base == HP_MPOL_PREFERRED && !hp_nodes_count(nodes));
+    /* set_mempolicy reads maxnode - 1 bits (mm/mempolicy.c get_nodes). */
+    if (syscall(SYS_set_mempolicy, mode, none ? NULL : nodes->w,
+                none ? 0UL : (unsigned long)HP_NODES_MAX + 1) != 0)
+        return -errno;
+    return 0;
+#else
+    (void)mode;
+    (void)nodes;
+    return -ENOSYS;
+#endif
+}
+
+int hp_os_policy_swap(int mode, const struct hp_nodes *nodes, struct hp_os_policy *saved)
+{
+    saved->saved = 0;
+    int rc = injected(HP_OS_MEMPOLICY);
+    if (rc)
+        return rc;
+    if ((rc = raw_policy(&saved->mode, &saved->nodes)) != 0)
+        return rc;
+    if ((rc = set_policy(mode, nodes)) != 0)
+        return rc;
+    saved->saved = 1;
+    return 0;
+}
+
+int hp_os_policy_restore(const struct hp_os_policy *saved)
+{
+    return saved->saved ? set_policy(saved->mode, &saved->nodes) : 0;
+}
+
+int hp_os_pages_nodes(void *const *pages, unsigned long count, int *status)
+{
+    int rc = injected(HP_OS_MOVE_PAGES);
+    if (rc)
+        return rc;
+    if (count > 4096)
+        return -EINVAL;
+#ifdef SYS_move_pages
+    if (syscall(SYS_move_pages, 0, count, pages, NULL, status, 0) != 0)
+        return -errno;
+    return 0;
+#else
+    (void)pages;
+    (void)status;
+    return -ENOSYS;
+#endif
+}
+
 int hp_os_read_nodelist(const char *path, struct hp_nodes *nodes)
 {
     char buf[4096];

@@ -29,6 +29,7 @@ enum hp_os_op {
     HP_OS_GETCPU,
     HP_OS_NODE,
     HP_OS_MEMPOLICY,
+    HP_OS_MOVE_PAGES,
     HP_OS_NOPS
 };
 
@@ -98,7 +99,30 @@ int hp_os_mems_allowed(struct hp_nodes *nodes);
  * kernel. An injected HP_OS_MEMPOLICY fault still fires first. */
 void hp_os_fake_mempolicy(int mode, const struct hp_nodes *policy, const struct hp_nodes *mems);
 
-/* Read a kernel node list file ("0-3,5\n", Documentation/ABI/stable/
+/* The calling thread's memory policy as it was, for hp_os_policy_restore. */
+struct hp_os_policy {
+    int saved;                 /* 1: mode and nodes hold the policy to restore */
+    int mode;                  /* with its mode flags (MPOL_F_STATIC_NODES ...) */
+    struct hp_nodes nodes;
+};
+/* Give the calling thread the memory policy (mode HP_MPOL_*, nodes) until
+ * hp_os_policy_restore(saved): set_mempolicy(2), after get_mempolicy(2) has
+ * saved the current one (mode flags and user node set included). Every
+ * page the thread faults in meanwhile, and every hugetlb reservation it
+ * makes at mmap (mm/hugetlb.c allowed_mems_nr), follows it. 0 or -errno;
+ * on failure nothing changed and saved->saved is 0. */
+int hp_os_policy_swap(int mode, const struct hp_nodes *nodes, struct hp_os_policy *saved);
+/* Put back the policy hp_os_policy_swap saved (nothing if it saved none).
+ * 0 or -errno. */
+int hp_os_policy_restore(const struct hp_os_policy *saved);
+
+/* move_pages(2) of this process with no target nodes: status[i] gets the
+ * node of the page holding pages[i], or -ENOENT when it is not resident
+ * (nothing is faulted in or moved), -EFAULT when it is not mapped. count
+ * at most 4096. 0 or -errno (-ENOSYS without NUMA support). */
+int hp_os_pages_nodes(void *const *pages, unsigned long count, int *status);
+
+/* Read a node list file ("0-3,5\n", Documentation/ABI/stable/
  * sysfs-devices-node: /sys/devices/system/node/has_memory and friends;
  * an empty file is the empty set). 0, or -errno: -EINVAL for anything else,
  * a node id of HP_NODES_MAX or more included. */

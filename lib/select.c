@@ -349,7 +349,7 @@ int hp_select_pool_nodes(int mode, const struct hp_nodes *policy, const struct h
 }
 
 void hp_select_limit_pool(struct hp_backend_caps *caps, const uint64_t node_free[HP_MAX_PAGE_SIZES],
-                          const char *nodes_text)
+                          const char *who, const char *nodes_text)
 {
     unsigned n = caps->n_page_sizes < HP_MAX_PAGE_SIZES ? caps->n_page_sizes : HP_MAX_PAGE_SIZES;
     int limited = 0, left = 0;
@@ -369,8 +369,8 @@ void hp_select_limit_pool(struct hp_backend_caps *caps, const uint64_t node_free
     size_t used = strlen(caps->reason);
     int many = strchr(nodes_text, ',') || strchr(nodes_text, '-');
     snprintf(caps->reason + used, sizeof(caps->reason) - used,
-             "%sthe thread's memory policy and cpuset allow only node%s %s, whose pools have %s",
-             used ? "; " : "", many ? "s" : "", nodes_text, left ? "fewer free pages" : "none free");
+             "%s%s only node%s %s, whose pools have %s", used ? "; " : "", who,
+             many ? "s" : "", nodes_text, left ? "fewer free pages" : "none free");
     if (!left)
         caps->available = 0;
 }

@@ -160,10 +160,11 @@ int hp_select_pool_nodes(int mode, const struct hp_nodes *policy, const struct h
 /* Cap the pool figure of each pooled page size k of caps at node_free[k]
  * (the free pages of the allowed nodes' pools, UINT64_MAX: no per-node
  * figure, left alone). A backend whose every page size is pooled and now
- * has none free becomes unavailable; the reason says so, naming the nodes
+ * has none free becomes unavailable; the reason says so, naming who allows
+ * the nodes, with the verb ("the block's placement allows") and the nodes
  * (nodes_text, "1" or "0,2-3"). Pure. */
 void hp_select_limit_pool(struct hp_backend_caps *caps, const uint64_t node_free[HP_MAX_PAGE_SIZES],
-                          const char *nodes_text);
+                          const char *who, const char *nodes_text);
 
 /* Credit a backend's pool figures with the pages the cache holds
  * (cached_bytes[k] for page size k): the cache gives them back to the pool

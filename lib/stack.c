@@ -81,7 +81,7 @@ static int32_t populate(const struct hp_stack_map *m)
  * turns a hugetlb cgroup limit into an error here, not a SIGBUS later. */
 static int32_t map_way(struct hp_backend *b, const struct hp_stack_plan *p,
                        const struct hp_stack_request *req, uint64_t guard,
-                       struct hp_stack_map *m)
+                       const struct hp_placement *pl, struct hp_stack_map *m)
 {
     int huge = p->page_size > req->base_page_size;
     uint64_t len = round_up(req->usable, p->page_size), flags = 0;
@@ -89,7 +89,8 @@ static int32_t map_way(struct hp_backend *b, const struct hp_stack_plan *p,
         flags |= hp_page_size_flag(p->page_size);
     if ((req->flags & HP_STACK_POPULATE) || p->guaranteed)
         flags |= populate_flags(p->page_size);
-    int32_t rc = hp_backend_map(b, len, flags, p->page_size, p->page_size, guard, &m->m);
+    int32_t rc = hp_backend_map_placed(b, len, flags, p->page_size, p->page_size, guard, pl,
+                                       &m->m);
     if (rc != HP_OK) {
         char detail[256];
         snprintf(detail, sizeof(detail), "%s", hp_last_error_detail());
@@ -101,6 +102,7 @@ static int32_t map_way(struct hp_backend *b, const struct hp_stack_plan *p,
     m->guard = guard;
     m->kind = b->kind;
     m->kept = 0;
+    m->placed = pl->mode != HP_NUMA_DEFAULT;
     /* map may have prefaulted already or left it to advise (hp/backend.h). */
     if ((flags & HP_F_POPULATE) && (rc = populate(m)) != HP_OK)
         hp_stack_unmap(m);
@@ -150,13 +152,14 @@ static int32_t check_request(size_t size, const struct hp_stack_opts *opts, uint
 /* Map a new stack by the first way of the plan that works. size: the
  * caller's size rounded to the base page. */
 static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req, uint64_t size,
-                         uint64_t guard, struct hp_stack_map *m)
+                         uint64_t guard, const struct hp_placement *pl, struct hp_stack_map *m)
 {
     struct hp_backend_caps caps[HP_MAX_BACKENDS];
     struct hp_select_backend view[HP_MAX_BACKENDS] = {{0}};
     int huge = (req->flags & HUGE_FLAGS) != 0;
     struct hp_nodes nodes;
-    int numa = huge && hp_numa_pool_nodes(&nodes);
+    int numa = huge && (pl->mode ? hp_numa_placed_pool_nodes(pl, &nodes)
+                                 : hp_numa_pool_nodes(&nodes));
     unsigned n_backends = c->n;
     for (unsigned i = 0; i < n_backends; i++) {
         struct hp_backend *b = &c->backends[i];
@@ -165,7 +168,7 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req, 
         hp_backend_caps_now(b, huge ? req->usable : req->base_page_size,
                             huge ? req->huge_page_size : req->base_page_size, &caps[i]);
         if (numa)
-            hp_numa_limit_caps(b, &nodes, &caps[i]);
+            hp_numa_limit_caps(b, &nodes, pl->mode != 0, &caps[i]);
         view[i] = (struct hp_select_backend){b->name, b->kind, &caps[i]};
     }
     struct hp_stack_plan plan[HP_STACK_PLAN_MAX];
@@ -184,7 +187,7 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req, 
         struct hp_backend *b = &c->backends[plan[i].backend];
         struct hp_stack_request one = *req;
         one.usable = size;
-        rc = map_way(b, &plan[i], &one, guard, m);
+        rc = map_way(b, &plan[i], &one, guard, pl, m);
         if (rc == HP_OK) {
             m->gen = gen;
             return HP_OK;
@@ -251,16 +254,21 @@ HP_EXTERN(struct hp_stack *) hp_stack_create_ex(size_t size, const struct hp_sta
     req.usable = round_up(size, req.huge_page_size);
     struct hp_stack *s;
     struct hp_nodes nodes;
-    /* A thread held to some nodes gets a fresh stack: cached ones may lie
-     * on any node. */
-    if (!(flags & HP_STACK_NOCACHE) && !(huge && hp_numa_pool_nodes(&nodes))) {
+    struct hp_placement pl = {0};
+    if (opts->size >= offsetof(struct hp_stack_opts, numa_nodes) + sizeof(opts->numa_nodes) &&
+        hp_numa_placement(opts->numa_mode, opts->numa_max_node, opts->numa_nodes, "opts",
+                          &pl) != HP_OK)
+        return NULL;
+    /* A placed stack, or one for a thread held to some nodes, is mapped
+     * fresh: cached ones may lie on any node. */
+    if (!(flags & HP_STACK_NOCACHE) && !pl.mode && !(huge && hp_numa_pool_nodes(&nodes))) {
         int failed;
         s = from_cache(&req, guard, &failed);
         if (s || failed)
             return s;
     }
     struct hp_stack_map m;
-    if (map_fresh(c, &req, round_up(size, ps), guard, &m) != HP_OK)
+    if (map_fresh(c, &req, round_up(size, ps), guard, &pl, &m) != HP_OK)
         return NULL;
     if (hp_stack_table_add(&m, flags, 0, &s) != HP_OK) {
         hp_stack_unmap(&m);

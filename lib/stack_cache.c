@@ -416,6 +416,8 @@ void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags)
                  c.usable <= T.stats.max_bytes;
     /* Shared memory (a memfd, say) is another process's too: never reused. */
     wanted = wanted && !stale(&c) && !(c.m.flags & HP_MAP_SHARED);
+    /* A placed stack's memory carries its mbind policy (lib/alloc.c retire). */
+    wanted = wanted && !c.placed;
     c.kept = wanted && T.stats.kept_bytes + c.usable <= T.stats.keep_bytes;
     unlock_table();
     if (wanted && !c.kept) {

@@ -64,6 +64,23 @@ HP_BEGIN_DECLS
  * or 0 if page_size is not such a power of two. Thread-safe. */
 HP_EXTERN(uint64_t) hp_page_size_flag(uint64_t page_size);
 
+/* NUMA placement of a block (hp_alloc_opts.numa_mode, since 1.4; the
+ * kernel's rules and what libhp does with them: docs/numa.md). The nodes
+ * are hp_alloc_opts.numa_nodes. libhp gives the calling thread that memory
+ * policy while the backend maps the block (so a hugetlb reservation at mmap
+ * and every page faulted in then follow it), sets it on the block's memory
+ * with mbind(2) before returning (so later faults follow it too), and
+ * keeps it for every hp_realloc of the block. */
+#define HP_NUMA_DEFAULT    0u  /* no placement: the calling thread's own policy */
+#define HP_NUMA_PREFER     1u  /* the nodes first (MPOL_PREFERRED, or MPOL_PREFERRED_MANY
+                                  for several): when their pools are short, pages of
+                                  other nodes serve, then another page kind */
+#define HP_NUMA_BIND       2u  /* only the nodes (MPOL_BIND): a page kind they cannot
+                                  supply is passed over (with HP_F_REQUIRE_HUGE and none
+                                  left: HP_ENOHUGE); a block whose backend put pages
+                                  elsewhere is refused (measured, HP_EBACKEND) */
+#define HP_NUMA_INTERLEAVE 3u  /* pages round-robin over the nodes (MPOL_INTERLEAVE) */
+
 /* Extended allocation options. Set size = sizeof(struct hp_alloc_opts), or
  * start from HP_ALLOC_OPTS_INIT; fields may only be appended. */
 struct hp_alloc_opts {
@@ -72,8 +89,15 @@ struct hp_alloc_opts {
     uint64_t flags;         /* HP_F_* */
     const char *backend;    /* NULL, or the only backend allowed to serve */
     const char *exclude;    /* NULL, or comma-separated backend names never to use */
+    /* Since 1.4 (read only when size reaches them; a libhp older than 1.4,
+     * hp_version() < 10400, ignores them): */
+    uint32_t numa_mode;     /* HP_NUMA_* */
+    uint32_t numa_max_node; /* bits in numa_nodes (nodes 0 to numa_max_node - 1), 1 to 1024 */
+    const uint64_t *numa_nodes;  /* node n is bit n % 64 of numa_nodes[n / 64]; NULL with
+                                    HP_NUMA_DEFAULT. Every node must have memory and be
+                                    allowed by the thread's cpuset */
 };
-#define HP_ALLOC_OPTS_INIT {sizeof(struct hp_alloc_opts), 0, 0, NULL, NULL}
+#define HP_ALLOC_OPTS_INIT {sizeof(struct hp_alloc_opts), 0, 0, NULL, NULL, 0, 0, NULL}
 
 /* Allocate size bytes (rounded up to whole pages), page aligned, from the
  * best backend for this request on this machine (README "Selection").
@@ -83,8 +107,13 @@ struct hp_alloc_opts {
 HP_EXTERN(void *) hp_alloc(size_t size, uint64_t flags);
 
 /* hp_alloc with a backend choice: opts->backend restricts the request to
- * that backend; opts->exclude removes backends from consideration.
- * opts may be NULL (same as hp_alloc(size, 0)). Thread-safe. */
+ * that backend; opts->exclude removes backends from consideration;
+ * opts->numa_mode places the block on NUMA nodes (above). A placed block
+ * never comes from the cache of freed huge pages and never goes back into
+ * it. opts may be NULL (same as hp_alloc(size, 0)). Also HP_EINVAL: bad
+ * options (an unknown numa_mode, numa_nodes NULL or empty with a mode, or
+ * given without one, numa_max_node above 1024, a node without memory or
+ * outside the thread's cpuset: the detail names it). Thread-safe. */
 HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts);
 
 /* Free a block. Returns HP_OK, or HP_EFOREIGN (not a libhp block),
@@ -166,8 +195,16 @@ struct hp_block_info {
     uint32_t pin;                  /* HP_BLOCK_PIN_*: whether hp_realloc keeps the block
                                       in its backend, and why */
     uint32_t reserved2;            /* 0 */
+    /* Since 1.4 (filled only when size reaches it): */
+    uint32_t numa_mode;            /* HP_NUMA_* the block was placed with (hp_alloc_opts) */
+    uint32_t numa_count;           /* nodes holding the block's resident pages now, measured
+                                      (move_pages(2) at one address per page of page_size;
+                                      nothing is faulted in); 0: none resident, or no NUMA
+                                      support. Above 1: the block spans several nodes */
+    uint64_t numa_mask;            /* bit n: node n holds some of them (nodes 0 to 63;
+                                      hp_block_nodes for all) */
 };
-#define HP_BLOCK_INFO_INIT {sizeof(struct hp_block_info), 0, {0}, 0, 0, 0, 0, 0, 0, -1, -1, 0, 0, 0}
+#define HP_BLOCK_INFO_INIT {sizeof(struct hp_block_info), 0, {0}, 0, 0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 0, 0, 0}
 
 /* hp_block_info.pin */
 #define HP_BLOCK_PIN_NONE  0u  /* hp_realloc may move it to another allowed backend */
@@ -186,6 +223,16 @@ struct hp_block_info {
  * moved it to another one (hp_realloc above), unless pin says it stays.
  * Thread-safe. */
 HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info);
+
+/* Where the block at p is now: bytes[n] gets the bytes of its resident
+ * pages on NUMA node n, for n < n_nodes, measured as hp_block_info's
+ * numa_count (move_pages(2) with no target nodes, one address per page of
+ * the block's page size; nothing is faulted in or moved). Returns how many
+ * nodes hold some (0: nothing resident, or no NUMA support; nodes at or
+ * above n_nodes are counted but not reported), or HP_EINVAL (bytes NULL
+ * with n_nodes > 0), HP_EFOREIGN, HP_EINTERIOR, HP_EDOUBLEFREE. Since 1.4
+ * (node HP_1.4). Thread-safe. */
+HP_EXTERN(int32_t) hp_block_nodes(const void *p, uint64_t *bytes, uint32_t n_nodes);
 
 HP_END_DECLS
 

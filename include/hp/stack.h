@@ -105,8 +105,14 @@ struct hp_stack_opts {
                                base page; 0 means one base page. A frame bigger
                                than the guard can step over it: code with large
                                locals or alloca wants a larger guard */
+    /* Since 1.4 (read only when size reaches them): NUMA placement of the
+     * stack's memory, as in struct hp_alloc_opts (hp/alloc.h). A placed
+     * stack is always mapped fresh, never taken from the stack cache. */
+    uint32_t numa_mode;     /* HP_NUMA_* */
+    uint32_t numa_max_node; /* bits in numa_nodes, 1 to 1024 */
+    const uint64_t *numa_nodes;
 };
-#define HP_STACK_OPTS_INIT {sizeof(struct hp_stack_opts), 0, 0, 0}
+#define HP_STACK_OPTS_INIT {sizeof(struct hp_stack_opts), 0, 0, 0, 0, 0, NULL}
 
 /* Make a stack of at least size usable bytes: rounded up to the base page
  * (lean) or to whole huge pages (huge). A cached stack of the same mode,
@@ -125,7 +131,7 @@ HP_EXTERN(struct hp_stack *) hp_stack_create(size_t size, uint64_t flags);
 
 /* hp_stack_create with options; opts may be NULL (same as flags 0).
  * Also HP_EINVAL (opts->size too small, reserved not 0, guard_size above
- * HP_STACK_MAX_GUARD). Thread-safe. */
+ * HP_STACK_MAX_GUARD, bad placement as for hp_alloc_ex). Thread-safe. */
 HP_EXTERN(struct hp_stack *) hp_stack_create_ex(size_t size, const struct hp_stack_opts *opts);
 
 /* Release a stack: into the cache, or unmapped (guard included). No thread

@@ -7,7 +7,7 @@
 HP_BEGIN_DECLS
 
 #define HP_VERSION_MAJOR 1
-#define HP_VERSION_MINOR 3
+#define HP_VERSION_MINOR 4
 #define HP_VERSION_PATCH 0
 /* major * 10000 + minor * 100 + patch, as returned by hp_version(). */
 #define HP_VERSION_NUMBER (HP_VERSION_MAJOR * 10000 + HP_VERSION_MINOR * 100 + HP_VERSION_PATCH)

@@ -57,6 +57,10 @@ static void name_args(struct call *c) { c->args[0].i32 = HP_ENOHUGE; }
 static int name_ok(const struct call *c) { return !strcmp(c->ret.str, "HP_ENOHUGE"); }
 static void info_args(struct call *c) { c->args[0].ptr = block; c->args[1].ptr = &info; }
 static int info_ok(const struct call *c) { return status_ok(c) && info.usable_size >= 12345; }
+static uint64_t node_bytes[4];
+static void block_nodes_args(struct call *c) { memset(block, 1, 12345); c->args[0].ptr = block; c->args[1].ptr = node_bytes; c->args[2].u32 = 4; }
+/* One node holds the touched pages, or none is known (no NUMA support). */
+static int block_nodes_ok(const struct call *c) { int32_t n = (int32_t)c->ret.widened; return n == 1 || (n == 0 && !node_bytes[0]); }
 static void realloc_args(struct call *c) { c->args[0].ptr = block; c->args[1].size = 5 << 20; c->args[2].u64 = 0; }
 static void free_args(struct call *c) { c->args[0].ptr = block; }
 static void bad_free_args(struct call *c) { c->args[0].ptr = &info; }
@@ -67,7 +71,7 @@ static int flag_ok(const struct call *c) { return c->ret.u64 == HP_F_PAGE_2M; }
 static void strerror_args(struct call *c) { c->args[0].i32 = HP_EDOUBLEFREE; }
 static int strerror_ok(const struct call *c) { return !strcmp(c->ret.str, "block was already freed"); }
 static int version_ok(const struct call *c) { return (uint32_t)c->ret.widened == HP_VERSION_NUMBER; }
-static int version_string_ok(const struct call *c) { return !strcmp(c->ret.str, "1.3.0"); }
+static int version_string_ok(const struct call *c) { return !strcmp(c->ret.str, "1.4.0"); }
 
 static void *stack;
 static struct hp_stack_info sinfo = HP_STACK_INFO_INIT;
@@ -118,6 +122,7 @@ static const struct recipe recipes[] = {
     {"hp_alloc", alloc_args, got_block},
     {"hp_alloc_ex", alloc_ex_args, got_block},
     {"hp_info", info_args, info_ok},
+    {"hp_block_nodes", block_nodes_args, block_nodes_ok},
     {"hp_realloc", realloc_args, got_block},
     {"hp_free", free_args, status_ok},
     {"hp_cache_configure", block_cache_configure_args, status_ok},

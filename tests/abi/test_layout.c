@@ -27,12 +27,15 @@ struct pin {
 static const struct pin pins[] = {
     SIZE(hp_alloc_opts), OFF(hp_alloc_opts, size), OFF(hp_alloc_opts, reserved),
     OFF(hp_alloc_opts, flags), OFF(hp_alloc_opts, backend), OFF(hp_alloc_opts, exclude),
+    OFF(hp_alloc_opts, numa_mode), OFF(hp_alloc_opts, numa_max_node),
+    OFF(hp_alloc_opts, numa_nodes),
     SIZE(hp_block_info), OFF(hp_block_info, size), OFF(hp_block_info, backend),
     OFF(hp_block_info, requested_page_size), OFF(hp_block_info, page_size),
     OFF(hp_block_info, usable_size), OFF(hp_block_info, mapped_size),
     OFF(hp_block_info, huge_bytes), OFF(hp_block_info, flags),
     OFF(hp_block_info, numa_node), OFF(hp_block_info, fd), OFF(hp_block_info, fd_offset),
-    OFF(hp_block_info, pin), OFF(hp_block_info, reserved2),
+    OFF(hp_block_info, pin), OFF(hp_block_info, reserved2), OFF(hp_block_info, numa_mode),
+    OFF(hp_block_info, numa_count), OFF(hp_block_info, numa_mask),
     SIZE(hp_backend_info), OFF(hp_backend_info, size), OFF(hp_backend_info, available),
     OFF(hp_backend_info, kind), OFF(hp_backend_info, n_page_sizes), OFF(hp_backend_info, name),
     OFF(hp_backend_info, path), OFF(hp_backend_info, reason), OFF(hp_backend_info, page_sizes),
@@ -62,7 +65,8 @@ static const struct pin pins[] = {
     OFF(hp_backend_ops, remap), OFF(hp_backend_ops, advise), OFF(hp_backend_ops, huge_bytes),
     OFF(hp_backend_ops, query),
     SIZE(hp_stack_opts), OFF(hp_stack_opts, size), OFF(hp_stack_opts, reserved),
-    OFF(hp_stack_opts, flags), OFF(hp_stack_opts, guard_size),
+    OFF(hp_stack_opts, flags), OFF(hp_stack_opts, guard_size), OFF(hp_stack_opts, numa_mode),
+    OFF(hp_stack_opts, numa_max_node), OFF(hp_stack_opts, numa_nodes),
     SIZE(hp_stack_info), OFF(hp_stack_info, size), OFF(hp_stack_info, mode),
     OFF(hp_stack_info, kind), OFF(hp_stack_info, from_cache), OFF(hp_stack_info, source),
     OFF(hp_stack_info, flags), OFF(hp_stack_info, base_addr), OFF(hp_stack_info, usable_size),
@@ -99,6 +103,7 @@ static const struct pin pins[] = {
     VAL(HP_KIND_BASE),
     VAL(HP_F_REQUIRE_HUGE), VAL(HP_F_POPULATE), VAL(HP_F_COLLAPSE), VAL(HP_F_NOZERO), VAL(HP_F_NOPOOL),
     VAL(HP_BLOCK_PIN_NONE), VAL(HP_BLOCK_PIN_NAMED), VAL(HP_BLOCK_PIN_ENV),
+    VAL(HP_NUMA_DEFAULT), VAL(HP_NUMA_PREFER), VAL(HP_NUMA_BIND), VAL(HP_NUMA_INTERLEAVE),
     VAL(HP_F_PAGE_SHIFT_POS), VAL(HP_F_PAGE_SHIFT_MASK), VAL(HP_F_PAGE_4K), VAL(HP_F_PAGE_64K),
     VAL(HP_F_PAGE_2M), VAL(HP_F_PAGE_1G), VAL(HP_MAX_PAGE_SIZES), VAL(HP_VERSION_MAJOR),
     VAL(HP_BACKEND_ABI_VERSION), VAL(HP_PAGE_GUARANTEED), VAL(HP_PAGE_ADVISED),
@@ -110,6 +115,7 @@ static const struct pin pins[] = {
     VAL(HP_STACK_OPTS_SIZE_V1_0), VAL(HP_STACK_INFO_SIZE_V1_0),
     VAL(HP_STACK_CACHE_CONFIG_SIZE_V1_0), VAL(HP_STACK_CACHE_STATS_SIZE_V1_0),
     VAL(HP_CACHE_CONFIG_SIZE_V1_1), VAL(HP_CACHE_STATS_SIZE_V1_1), VAL(HP_BLOCK_INFO_SIZE_V1_1),
+    VAL(HP_ALLOC_OPTS_SIZE_V1_4), VAL(HP_BLOCK_INFO_SIZE_V1_4), VAL(HP_STACK_OPTS_SIZE_V1_4),
 };
 
 #define NPINS (sizeof(pins) / sizeof(*pins))

@@ -72,7 +72,7 @@ static void bad_creates(void **state)
         assert_failed_with(cases[i].code, cases[i].needle);
         struct hp_stack *s = (struct hp_stack *)&cases[i];
         assert_int_equal(hp_stack_thread_create(&s, cases[i].size, &(struct hp_stack_opts){
-                             sizeof(struct hp_stack_opts), 0, cases[i].flags, 0},
+                             sizeof(struct hp_stack_opts), 0, cases[i].flags, 0, 0, 0, NULL},
                                                 (void *(*)(void *))abort, NULL),
                          cases[i].code);
         assert_null(s);

@@ -263,7 +263,7 @@ static void version(void **state)
 {
     (void)state;
     assert_int_equal(hp_version(), HP_VERSION_NUMBER);
-    assert_string_equal(hp_version_string(), "1.3.0");
+    assert_string_equal(hp_version_string(), "1.4.0");
 }
 
 static void backends_listed(void **state)

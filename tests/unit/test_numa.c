@@ -11,9 +11,9 @@
  * memory and an empty node pool, where the thread's policy comes from the
  * OS layer's test seam (hp_os_fake_mempolicy) since this machine may have
  * one node only. Decisions are read with hp_alloc_explain (nothing mapped);
- * the cases that must stay off the pool also allocate for real, and none
- * maps pool pages, so only the test on this machine's own pool takes the
- * knob lock.
+ * the cases that must stay off the pool also allocate for real. None maps
+ * pool pages, so none needs the knob lock. tests/kernel/numa.c measures
+ * placement on the real kernel.
  */
 #include <hp.h>
 
@@ -151,8 +151,9 @@ static void limit_pool_then_select(void **state)
         node_free[k] = UINT64_MAX;
     node_free[0] = 1;
     node_free[1] = 0;
-    hp_select_limit_pool(&caps[0], node_free, "1");
-    hp_select_limit_pool(&caps[1], node_free, "1");
+    const char *who = "the thread's memory policy and cpuset allow";
+    hp_select_limit_pool(&caps[0], node_free, who, "1");
+    hp_select_limit_pool(&caps[1], node_free, who, "1");
     assert_int_equal(caps[0].pool_free[0], 1);
     assert_int_equal(caps[0].pool_free[1], 0);
     assert_int_equal(caps[1].pool_free[0], UINT64_MAX);
@@ -173,9 +174,10 @@ static void limit_pool_then_select(void **state)
     /* Nothing on node 1 at all: the pool backend is unavailable, and a
      * request for huge pages that only it could serve finds nothing. */
     node_free[0] = 0;
-    hp_select_limit_pool(&caps[0], node_free, "1");
+    hp_select_limit_pool(&caps[0], node_free, "the block's placement allows", "1");
     assert_int_equal(caps[0].available, 0);
-    assert_non_null(strstr(caps[0].reason, "whose pools have none free"));
+    assert_non_null(strstr(caps[0].reason, "the block's placement allows only node 1, whose pools "
+                                           "have none free"));
     hp_select_request_init(&req, 2 * M, HP_F_REQUIRE_HUGE, 4096, "hugetlbfs", NULL, 0, &env);
     assert_int_equal(hp_select(&req, view, 2, out, HP_SELECT_MAX), 0);
 
@@ -184,7 +186,7 @@ static void limit_pool_then_select(void **state)
     caps[0].pool_free[0] = 8;
     caps[0].reason[0] = '\0';
     node_free[0] = UINT64_MAX;
-    hp_select_limit_pool(&caps[0], node_free, "1");
+    hp_select_limit_pool(&caps[0], node_free, "the block's placement allows", "1");
     assert_int_equal(caps[0].pool_free[0], 8);
     assert_string_equal(caps[0].reason, "");
 }
@@ -450,6 +452,76 @@ static const struct machine_case machines[] = {
       {"bound to node 1 only: ignored", HP_MPOL_BIND, "1", "0-2", 2 * M, 0, NULL, 1, HP_OK, 0, 0}}},
 };
 
+/* A placement in the request replaces the thread's policy for the pools
+ * that count: two nodes, node 1's pool empty, the thread unbound. */
+struct place_case {
+    const char *what;
+    uint32_t mode;
+    const char *nodes, *mems;
+    uint64_t flags;
+    const char *exclude;
+    int hugetlb;
+    int32_t status;
+    const char *detail;   /* substring of the error detail */
+};
+
+static const struct place_case places[] = {
+    {"bind to node 1", HP_NUMA_BIND, "1", "0-1", 0, NULL, 0, HP_OK, NULL},
+    {"bind to node 1, pool only", HP_NUMA_BIND, "1", "0-1", HP_F_REQUIRE_HUGE, ONLY_POOL, 0,
+     HP_ENOHUGE, "the block's placement allows the hugetlb pools of node 1 only"},
+    {"prefer node 1", HP_NUMA_PREFER, "1", "0-1", 0, NULL, 1, HP_OK, NULL},
+    {"bind to node 0", HP_NUMA_BIND, "0", "0-1", 0, NULL, 1, HP_OK, NULL},
+    {"interleave 0-1", HP_NUMA_INTERLEAVE, "0-1", "0-1", 0, NULL, 1, HP_OK, NULL},
+    {"bind to node 2 (no memory)", HP_NUMA_BIND, "2", "0-1", 0, NULL, 0, HP_EINVAL,
+     "node 2 has no memory"},
+    {"bind to node 1 outside the cpuset", HP_NUMA_BIND, "1", "0", 0, NULL, 0, HP_EINVAL,
+     "node 1 is outside the thread's cpuset"},
+};
+
+static int placement_child(void *unused)
+{
+    (void)unused;
+    alarm(30);
+    for (size_t i = 0; i < sizeof(places) / sizeof(*places); i++) {
+        const struct place_case *c = &places[i];
+        struct hp_nodes none, mems = nodes_of(c->mems), want = nodes_of(c->nodes);
+        hp_nodes_clear(&none);
+        hp_os_fake_mempolicy(HP_MPOL_DEFAULT, &none, &mems);
+        struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+        o.flags = c->flags;
+        o.exclude = c->exclude;
+        o.numa_mode = c->mode;
+        o.numa_max_node = HP_NODES_MAX;
+        o.numa_nodes = want.w;
+        static struct hp_explain ex;
+        int32_t st = hp_alloc_explain(2 * M, &o, &ex);
+        int h = hugetlb_index(&ex), first = 0, any = 0;
+        CHILD_CHECK(h >= 0 || st == HP_EINVAL);  /* refused before selection */
+        first = h >= 0 && ex.n_cand > 0 && ex.cand[0].backend == (unsigned)h;
+        for (unsigned k = 0; h >= 0 && k < ex.n_cand; k++)
+            any |= ex.cand[k].backend == (unsigned)h;
+        fprintf(stderr, "#   %-36s %s, hugetlbfs %s%s%s\n", c->what, hp_error_name(st),
+                first ? "first" : any ? "later" : "not one", st ? ": " : "", st ? ex.detail : "");
+        CHILD_CHECK(st == c->status);
+        CHILD_CHECK(c->hugetlb ? first : !any);
+        CHILD_CHECK(!c->detail || strstr(ex.detail, c->detail));
+    }
+    hp_os_fake_mempolicy(-1, NULL, NULL);
+    return 0;
+}
+
+static void placement_on_a_fabricated_machine(void **state)
+{
+    (void)state;
+    static const int node_free[2] = {4, 0};
+    char *root = make_machine("0-1\n", "0-1\n", node_free, 2, 4);
+    setenv("HP_SYSFS_ROOT", root, 1);
+    int rc = run_in_child(placement_child, NULL);
+    unsetenv("HP_SYSFS_ROOT");
+    remove_machine(root);
+    assert_int_equal(rc, 0);
+}
+
 static void fabricated_machines(void **state)
 {
     (void)state;
@@ -469,7 +541,7 @@ static void fabricated_machines(void **state)
 
 /* A thread really bound with set_mempolicy(2) to a node this machine has:
  * allocations work as before, and on a machine with one node with memory
- * libhp makes no get_mempolicy call for them. */
+ * libhp makes no get_mempolicy call for them (HP_OS_MEMPOLICY counts). */
 static void *bound_thread(void *arg)
 {
     (void)arg;
@@ -477,7 +549,8 @@ static void *bound_thread(void *arg)
     if (syscall(SYS_set_mempolicy, HP_MPOL_BIND, &mask, 64UL) != 0)
         return (void *)"set_mempolicy failed";
     uint64_t before = hp_os_calls(HP_OS_MEMPOLICY);
-    void *p = hp_alloc(4 * M, 0);
+    /* Off the pool: the machine's pool is the kernel tests' (knob lock). */
+    void *p = hp_alloc(4 * M, HP_F_NOPOOL);
     if (!p)
         return (void *)"hp_alloc failed";
     memset(p, 1, 4 * M);
@@ -500,7 +573,6 @@ static void real_bound_thread(void **state)
         print_message("# skipped: no /sys/devices/system/node/node0 (no NUMA support)\n");
         skip();
     }
-    knob_lock();  /* the bound thread may take pages of the real pool */
     pthread_t t;
     void *res = (void *)"not run";
     assert_int_equal(pthread_create(&t, NULL, bound_thread, NULL), 0);
@@ -508,6 +580,60 @@ static void real_bound_thread(void **state)
     if (res)
         print_message("# %s\n", (const char *)res);
     assert_null(res);
+}
+
+/* A placed allocation whose set_mempolicy or mbind fails (injected) fails
+ * cleanly: no mapping left behind, the thread's own policy as it was; the
+ * next one succeeds. On this machine's node 0, off the pool. */
+static int injected_child(void *unused)
+{
+    (void)unused;
+    alarm(30);
+    uint64_t node0 = 1;
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.flags = HP_F_NOPOOL;
+    o.numa_mode = HP_NUMA_BIND;
+    o.numa_max_node = 64;
+    o.numa_nodes = &node0;
+    void *warm = hp_alloc_ex(4 * M, &o);  /* libhp loaded, backends probed */
+    CHILD_CHECK(warm != NULL);
+    CHILD_CHECK(hp_free(warm) == HP_OK);
+    int mode_before = -1, mode_after = -2;
+    unsigned long nodes_before[16] = {0}, nodes_after[16] = {0};
+    CHILD_CHECK(syscall(SYS_get_mempolicy, &mode_before, nodes_before, 1024UL, NULL, 0UL) == 0);
+    static const enum hp_os_op ops[] = {HP_OS_MEMPOLICY, HP_OS_MBIND};
+    for (unsigned i = 0; i < 2; i++) {
+        long maps = maps_count();
+        hp_os_inject_fault(ops[i], 1, EPERM, 1);
+        void *p = hp_alloc_ex(4 * M, &o);
+        hp_os_clear_faults();
+        fprintf(stderr, "#   %s fails: %s (%s)\n", i ? "mbind" : "set_mempolicy",
+                p ? "served" : hp_error_name(hp_last_error()), hp_last_error_detail());
+        CHILD_CHECK(p == NULL);
+        CHILD_CHECK(strstr(hp_last_error_detail(), i ? "mbind" : "NUMA policy") != NULL);
+        CHILD_CHECK(maps_count() == maps);
+        CHILD_CHECK(syscall(SYS_get_mempolicy, &mode_after, nodes_after, 1024UL, NULL, 0UL) == 0);
+        CHILD_CHECK(mode_after == mode_before && nodes_after[0] == nodes_before[0]);
+    }
+    void *p = hp_alloc_ex(4 * M, &o);
+    CHILD_CHECK(p != NULL);
+    memset(p, 3, 4 * M);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHILD_CHECK(hp_info(p, &info) == HP_OK && info.numa_mode == HP_NUMA_BIND);
+    CHILD_CHECK(info.numa_count == 1 && info.numa_mask == 1);
+    CHILD_CHECK(hp_free(p) == HP_OK);
+    return 0;
+}
+
+static void injected_failures(void **state)
+{
+    (void)state;
+    struct stat st;
+    if (stat("/sys/devices/system/node/node0", &st) != 0) {
+        print_message("# skipped: no /sys/devices/system/node/node0 (no NUMA support)\n");
+        skip();
+    }
+    assert_int_equal(run_in_child(injected_child, NULL), 0);
 }
 
 int main(void)
@@ -518,7 +644,9 @@ int main(void)
         cmocka_unit_test(limit_pool_then_select),
         cmocka_unit_test(read_nodelist),
         cmocka_unit_test(fabricated_machines),
+        cmocka_unit_test(placement_on_a_fabricated_machine),
         cmocka_unit_test(real_bound_thread),
+        cmocka_unit_test(injected_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,12 +11,12 @@ Loads libhp.so.1 (or $HP_LIBRARY) through cffi in ABI mode: no compiler is
 needed. Errors are hp.HugePageError subclasses carrying libhp's detail text.
 """
 
-__version__ = "1.3.0"
+__version__ = "1.4.0"
 
 from typing import Any
 
 from ._array import empty, zeros
-from ._block import Block, BlockInfo, NoHugePagesWarning, alloc, info
+from ._block import Block, BlockInfo, NoHugePagesWarning, alloc, block_nodes, info
 from ._errors import (
     BackendError,
     ClosedError,
@@ -67,7 +67,8 @@ F_NOZERO = _clib.HP_F_NOZERO
 F_NOPOOL = _clib.HP_F_NOPOOL
 
 __all__ = [
-    "alloc", "Block", "BlockInfo", "info", "NoHugePagesWarning", "empty", "zeros", "numpy_allocator",
+    "alloc", "Block", "BlockInfo", "info", "block_nodes", "NoHugePagesWarning", "empty", "zeros",
+    "numpy_allocator",
     "backends", "BackendInfo", "BackendKind", "reprobe", "status", "version", "version_info",
     "VersionInfo",
     "stack", "Stack", "StackInfo", "StackCacheStats", "stack_cache_configure",

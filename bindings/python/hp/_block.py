@@ -10,7 +10,7 @@ import re
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Union, overload
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union, overload
 
 from . import _buffer
 from ._args import SIZE_MAX, bounded, switch
@@ -42,6 +42,10 @@ class BlockInfo:
     fd_offset: int = 0         #: offset of the block's start in fd
     pin: str = "none"          #: "named": opts.backend named its backend, "env": HP_BACKENDS
                                #: listed only it; either way resize never leaves that backend
+    numa_mode: str = "default"  #: placement it was allocated with: "default" (none),
+                                #: "prefer", "bind" or "interleave"
+    numa_nodes: Tuple[int, ...] = ()  #: nodes (0 to 63) holding its resident pages
+                                      #: now (measured); more than one: it spans nodes
 
 
 class Block(_buffer.Exporter):
@@ -260,9 +264,72 @@ def _info_at(ptr: Any) -> BlockInfo:
     info = ffi.new("struct hp_block_info *")
     info.size = ffi.sizeof("struct hp_block_info")
     check(lib.hp_info(ptr, info))
+    nodes = tuple(n for n in range(64) if info.numa_mask >> n & 1)
     return BlockInfo(string(info.backend), info.requested_page_size, info.page_size,
                      info.usable_size, info.mapped_size, info.huge_bytes, info.flags,
-                     info.numa_node, info.fd, info.fd_offset, _PIN_NAMES.get(info.pin, "none"))
+                     info.numa_node, info.fd, info.fd_offset, _PIN_NAMES.get(info.pin, "none"),
+                     _NUMA_NAMES.get(info.numa_mode, "default"), nodes)
+
+
+_NUMA_MODES = {"prefer": lib.HP_NUMA_PREFER, "bind": lib.HP_NUMA_BIND,
+               "interleave": lib.HP_NUMA_INTERLEAVE}
+_NUMA_NAMES = {v: k for k, v in _NUMA_MODES.items()}
+
+
+def _placement(opts: Any, node: Optional[int], nodes: Optional[Iterable[int]],
+               mode: Optional[str]) -> Any:
+    """Fill opts' numa_* fields from node=/nodes=/mode=; returns the node
+    mask buffer, which must live as long as opts is used."""
+    if node is None and nodes is None:
+        if mode is not None:
+            raise ValueError("mode= needs node= or nodes=")
+        return None
+    if node is not None and nodes is not None:
+        raise ValueError("give node= or nodes=, not both")
+    if isinstance(nodes, (str, bytes)):
+        raise TypeError(f"nodes must be an iterable of ints, not {type(nodes).__name__}")
+    wanted = ([bounded(node, "node", 0, 1023)] if node is not None
+              else [bounded(n, "nodes", 0, 1023) for n in nodes])  # type: ignore[union-attr]
+    if mode is None:
+        mode = "prefer"
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, not {type(mode).__name__} ({mode!r})")
+    if mode not in _NUMA_MODES:
+        raise error_from_code(lib.HP_EINVAL, f"mode={mode!r}: expected one of "
+                              f"{', '.join(_NUMA_MODES)}")
+    mask = ffi.new("uint64_t[16]")
+    for n in wanted:
+        mask[n // 64] |= 1 << (n % 64)
+    opts.numa_mode = _NUMA_MODES[mode]
+    opts.numa_max_node = 1024
+    opts.numa_nodes = mask
+    return mask
+
+
+def block_nodes(obj: Any) -> Dict[int, int]:
+    """{node: resident bytes} of the libhp block obj is or starts at
+    (hp_block_nodes: measured now, nothing faulted in); {} when nothing is
+    resident or the kernel has no NUMA support."""
+    if isinstance(obj, Block):
+        with obj._lock:
+            obj._require_open()
+            ptr = obj._owner
+            return _nodes_at(ptr)
+    iface = getattr(obj, "__array_interface__", None)
+    if iface is not None:
+        address = iface["data"][0]
+    else:
+        with memoryview(obj) as v:
+            address = int(ffi.cast("uintptr_t", ffi.from_buffer(v)))
+    return _nodes_at(ffi.cast("void *", address))
+
+
+def _nodes_at(ptr: Any) -> Dict[int, int]:
+    counts = ffi.new("uint64_t[1024]")
+    n = lib.hp_block_nodes(ptr, counts, 1024)
+    if n < 0:
+        check(n)
+    return {i: counts[i] for i in range(1024) if counts[i]}
 
 
 @overload
@@ -377,7 +444,8 @@ def _c_name(value: Any, what: str) -> Any:
 def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Optional[str] = None,
           exclude: Union[str, Iterable[str], None] = None, require_huge: bool = False,
           populate: bool = False, collapse: bool = False, zero: bool = True,
-          pool: bool = True) -> Block:
+          pool: bool = True, node: Optional[int] = None, nodes: Optional[Iterable[int]] = None,
+          mode: Optional[str] = None) -> Block:
     """Allocate a Block of size bytes from the best backend (hp_alloc_ex).
 
     page_size   int bytes or "4K"/"2M"/"1G": ask for that page size.
@@ -394,6 +462,10 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
                 THP, mTHP or base pages serve it, and after os.fork() either
                 process may write it however empty the pool is (a private
                 pool page needs a free pool page for that, or gets SIGBUS).
+    node, nodes NUMA placement (libhp 1.4): a node number, or several; mode
+                "prefer" (default: those nodes first, then others, then another
+                page kind), "bind" (only those nodes) or "interleave". Every
+                resize keeps it; block_nodes() measures where the pages are.
 
     Raises a HugePageError subclass with libhp's detail text on failure;
     when no backend could serve (NoBackendError, NoHugePagesError, or
@@ -406,6 +478,7 @@ def alloc(size: int, *, page_size: Union[int, str, None] = None, backend: Option
     opts = ffi.new("struct hp_alloc_opts *")
     opts.size = ffi.sizeof("struct hp_alloc_opts")
     opts.flags = flags
+    keep_mask = _placement(opts, node, nodes, mode)  # noqa: F841 - lives until the call returns
     if backend is not None:
         c_backend = _c_name(backend, "backend")
         opts.backend = c_backend

@@ -10,9 +10,9 @@ edit this text together with the headers.
 CDEF = r"""
 /* hp/version.h */
 #define HP_VERSION_MAJOR 1
-#define HP_VERSION_MINOR 3
+#define HP_VERSION_MINOR 4
 #define HP_VERSION_PATCH 0
-#define HP_VERSION_NUMBER 10300
+#define HP_VERSION_NUMBER 10400
 
 uint32_t hp_version(void);
 const char *hp_version_string(void);
@@ -56,12 +56,20 @@ int32_t hp_last_error(void);
 
 uint64_t hp_page_size_flag(uint64_t page_size);
 
+#define HP_NUMA_DEFAULT 0
+#define HP_NUMA_PREFER 1
+#define HP_NUMA_BIND 2
+#define HP_NUMA_INTERLEAVE 3
+
 struct hp_alloc_opts {
     uint32_t size;
     uint32_t reserved;
     uint64_t flags;
     const char *backend;
     const char *exclude;
+    uint32_t numa_mode;
+    uint32_t numa_max_node;
+    const uint64_t *numa_nodes;
 };
 
 void *hp_alloc(size_t size, uint64_t flags);
@@ -84,12 +92,16 @@ struct hp_block_info {
     uint64_t fd_offset;
     uint32_t pin;
     uint32_t reserved2;
+    uint32_t numa_mode;
+    uint32_t numa_count;
+    uint64_t numa_mask;
 };
 #define HP_BLOCK_PIN_NONE 0
 #define HP_BLOCK_PIN_NAMED 1
 #define HP_BLOCK_PIN_ENV 2
 
 int32_t hp_info(const void *p, struct hp_block_info *info);
+int32_t hp_block_nodes(const void *p, uint64_t *bytes, uint32_t n_nodes);
 
 /* hp/introspect.h */
 #define HP_MAX_PAGE_SIZES 16
@@ -139,6 +151,9 @@ struct hp_stack_opts {
     uint32_t reserved;
     uint64_t flags;
     uint64_t guard_size;
+    uint32_t numa_mode;
+    uint32_t numa_max_node;
+    const uint64_t *numa_nodes;
 };
 
 struct hp_stack *hp_stack_create(size_t size, uint64_t flags);

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from ._args import U64_MAX, bounded, switch
-from ._block import _check_size
+from ._block import _check_size, _placement
 from ._errors import ClosedError, check, last_error
 from ._introspect import _kind
 from ._lib import ffi, lib, string
@@ -128,12 +128,14 @@ class Stack:
 
 def stack(size: int, *, huge: bool = False, hugetlb: bool = False, thp: bool = False,
           allow_lean: bool = False, populate: bool = False, cache: bool = True,
-          guard_size: int = 0) -> Stack:
+          guard_size: int = 0, node: Optional[int] = None, nodes: Optional[Any] = None,
+          mode: Optional[str] = None) -> Stack:
     """Make a stack of at least size usable bytes (hp_stack_create_ex).
 
     Lean (base pages, never huge) unless huge/hugetlb/thp is set; allow_lean
     falls back to lean instead of NoHugePagesError; cache=False neither reuses
-    nor caches it; guard_size is the PROT_NONE guard below it (0: one page).
+    nor caches it; guard_size is the PROT_NONE guard below it (0: one page);
+    node/nodes/mode place its memory on NUMA nodes, as for hp.alloc().
     """
     size = _check_size(size)
     guard = _check_size(guard_size, "guard_size")
@@ -151,6 +153,7 @@ def stack(size: int, *, huge: bool = False, hugetlb: bool = False, thp: bool = F
     opts.size = ffi.sizeof("struct hp_stack_opts")
     opts.flags = flags
     opts.guard_size = guard
+    keep_mask = _placement(opts, node, nodes, mode)  # noqa: F841 - lives until the call returns
     handle = lib.hp_stack_create_ex(size, opts)
     if handle == ffi.NULL:
         raise last_error()

@@ -4,10 +4,14 @@
 // rerun the script. `bindgen.sh --check` (run in CI) fails when this file drifts.
 
 pub const HP_VERSION_MAJOR: u32 = 1;
-pub const HP_VERSION_MINOR: u32 = 3;
+pub const HP_VERSION_MINOR: u32 = 4;
 pub const HP_VERSION_PATCH: u32 = 0;
-pub const HP_VERSION_NUMBER: u32 = 10300;
+pub const HP_VERSION_NUMBER: u32 = 10400;
 pub const HP_F_PAGE_SHIFT_POS: u32 = 56;
+pub const HP_NUMA_DEFAULT: u32 = 0;
+pub const HP_NUMA_PREFER: u32 = 1;
+pub const HP_NUMA_BIND: u32 = 2;
+pub const HP_NUMA_INTERLEAVE: u32 = 3;
 pub const HP_BLOCK_PIN_NONE: u32 = 0;
 pub const HP_BLOCK_PIN_NAMED: u32 = 1;
 pub const HP_BLOCK_PIN_ENV: u32 = 2;
@@ -70,12 +74,15 @@ pub struct hp_alloc_opts {
     pub flags: u64,
     pub backend: *const ::std::os::raw::c_char,
     pub exclude: *const ::std::os::raw::c_char,
+    pub numa_mode: u32,
+    pub numa_max_node: u32,
+    pub numa_nodes: *const u64,
 }
 #[test]
 fn bindgen_test_layout_hp_alloc_opts() {
     assert_eq!(
         ::std::mem::size_of::<hp_alloc_opts>(),
-        32usize,
+        48usize,
         concat!("Size of: ", stringify!(hp_alloc_opts))
     );
     assert_eq!(
@@ -168,6 +175,57 @@ fn bindgen_test_layout_hp_alloc_opts() {
         );
     }
     test_field_exclude();
+    fn test_field_numa_mode() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_alloc_opts>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_mode) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_alloc_opts),
+                "::",
+                stringify!(numa_mode)
+            )
+        );
+    }
+    test_field_numa_mode();
+    fn test_field_numa_max_node() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_alloc_opts>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_max_node) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_alloc_opts),
+                "::",
+                stringify!(numa_max_node)
+            )
+        );
+    }
+    test_field_numa_max_node();
+    fn test_field_numa_nodes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_alloc_opts>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_nodes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_alloc_opts),
+                "::",
+                stringify!(numa_nodes)
+            )
+        );
+    }
+    test_field_numa_nodes();
 }
 extern "C" {
     pub fn hp_alloc(size: usize, flags: u64) -> *mut ::std::os::raw::c_void;
@@ -202,12 +260,15 @@ pub struct hp_block_info {
     pub fd_offset: u64,
     pub pin: u32,
     pub reserved2: u32,
+    pub numa_mode: u32,
+    pub numa_count: u32,
+    pub numa_mask: u64,
 }
 #[test]
 fn bindgen_test_layout_hp_block_info() {
     assert_eq!(
         ::std::mem::size_of::<hp_block_info>(),
-        112usize,
+        128usize,
         concat!("Size of: ", stringify!(hp_block_info))
     );
     assert_eq!(
@@ -453,9 +514,63 @@ fn bindgen_test_layout_hp_block_info() {
         );
     }
     test_field_reserved2();
+    fn test_field_numa_mode() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_block_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_mode) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_block_info),
+                "::",
+                stringify!(numa_mode)
+            )
+        );
+    }
+    test_field_numa_mode();
+    fn test_field_numa_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_block_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_count) as usize - ptr as usize
+            },
+            116usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_block_info),
+                "::",
+                stringify!(numa_count)
+            )
+        );
+    }
+    test_field_numa_count();
+    fn test_field_numa_mask() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_block_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_mask) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_block_info),
+                "::",
+                stringify!(numa_mask)
+            )
+        );
+    }
+    test_field_numa_mask();
 }
 extern "C" {
     pub fn hp_info(p: *const ::std::os::raw::c_void, info: *mut hp_block_info) -> i32;
+}
+extern "C" {
+    pub fn hp_block_nodes(p: *const ::std::os::raw::c_void, bytes: *mut u64, n_nodes: u32) -> i32;
 }
 pub const HP_KIND_OTHER: hp_backend_kind = 0;
 pub const HP_KIND_HUGETLB: hp_backend_kind = 1;
@@ -681,12 +796,15 @@ pub struct hp_stack_opts {
     pub reserved: u32,
     pub flags: u64,
     pub guard_size: u64,
+    pub numa_mode: u32,
+    pub numa_max_node: u32,
+    pub numa_nodes: *const u64,
 }
 #[test]
 fn bindgen_test_layout_hp_stack_opts() {
     assert_eq!(
         ::std::mem::size_of::<hp_stack_opts>(),
-        24usize,
+        40usize,
         concat!("Size of: ", stringify!(hp_stack_opts))
     );
     assert_eq!(
@@ -762,6 +880,57 @@ fn bindgen_test_layout_hp_stack_opts() {
         );
     }
     test_field_guard_size();
+    fn test_field_numa_mode() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_stack_opts>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_mode) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_stack_opts),
+                "::",
+                stringify!(numa_mode)
+            )
+        );
+    }
+    test_field_numa_mode();
+    fn test_field_numa_max_node() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_stack_opts>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_max_node) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_stack_opts),
+                "::",
+                stringify!(numa_max_node)
+            )
+        );
+    }
+    test_field_numa_max_node();
+    fn test_field_numa_nodes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<hp_stack_opts>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).numa_nodes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(hp_stack_opts),
+                "::",
+                stringify!(numa_nodes)
+            )
+        );
+    }
+    test_field_numa_nodes();
 }
 extern "C" {
     pub fn hp_stack_create(size: usize, flags: u64) -> *mut hp_stack;

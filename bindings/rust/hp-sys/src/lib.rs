@@ -135,6 +135,9 @@ impl hp_alloc_opts {
             flags: 0,
             backend: core::ptr::null(),
             exclude: core::ptr::null(),
+            numa_mode: 0,
+            numa_max_node: 0,
+            numa_nodes: core::ptr::null(),
         }
     }
 }
@@ -157,6 +160,9 @@ impl hp_block_info {
             fd_offset: 0,
             pin: 0,
             reserved2: 0,
+            numa_mode: 0,
+            numa_count: 0,
+            numa_mask: 0,
         }
     }
 }
@@ -187,6 +193,9 @@ impl hp_stack_opts {
             reserved: 0,
             flags: 0,
             guard_size: 0,
+            numa_mode: 0,
+            numa_max_node: 0,
+            numa_nodes: core::ptr::null(),
         }
     }
 }

@@ -81,16 +81,21 @@ macro_rules! constants {
 #[rustfmt::skip]
 fn structs() -> Vec<Struct> {
     vec![
-        layout!(hp_alloc_opts { size, reserved, flags, backend, exclude }),
+        layout!(hp_alloc_opts {
+            size, reserved, flags, backend, exclude, numa_mode, numa_max_node, numa_nodes
+        }),
         layout!(hp_block_info {
             size, reserved, backend, requested_page_size, page_size, usable_size, mapped_size,
-            huge_bytes, flags, numa_node, fd, fd_offset, pin, reserved2
+            huge_bytes, flags, numa_node, fd, fd_offset, pin, reserved2, numa_mode, numa_count,
+            numa_mask
         }),
         layout!(hp_backend_info {
             size, available, kind, n_page_sizes, name, path, reason, page_sizes, pool_free,
             description
         }),
-        layout!(hp_stack_opts { size, reserved, flags, guard_size }),
+        layout!(hp_stack_opts {
+            size, reserved, flags, guard_size, numa_mode, numa_max_node, numa_nodes
+        }),
         layout!(hp_stack_info {
             size, mode, kind, from_cache, source, flags, base_addr, usable_size, guard_addr,
             guard_size, page_size, resident_bytes, huge_bytes
@@ -118,6 +123,7 @@ fn consts() -> Vec<(&'static str, i128)> {
         HP_ERANGE, HP_EOS,
         HP_F_REQUIRE_HUGE, HP_F_POPULATE, HP_F_COLLAPSE, HP_F_NOZERO, HP_F_NOPOOL,
         HP_BLOCK_PIN_NONE, HP_BLOCK_PIN_NAMED, HP_BLOCK_PIN_ENV,
+        HP_NUMA_DEFAULT, HP_NUMA_PREFER, HP_NUMA_BIND, HP_NUMA_INTERLEAVE,
         HP_F_PAGE_SHIFT_POS, HP_F_PAGE_SHIFT_MASK,
         HP_F_PAGE_4K, HP_F_PAGE_64K, HP_F_PAGE_2M, HP_F_PAGE_1G,
         HP_MAX_PAGE_SIZES,

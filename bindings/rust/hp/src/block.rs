@@ -34,6 +34,20 @@ pub struct AllocOptions {
     pool: Option<bool>,
     backend: Option<String>,
     exclude: Vec<String>,
+    numa: Option<(Numa, Vec<u32>)>,
+}
+
+/// How [`AllocOptions::numa`] places a block on its NUMA nodes (`HP_NUMA_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Numa {
+    /// Those nodes first; when their pools are short, other nodes, then
+    /// another page kind (`HP_NUMA_PREFER`).
+    Prefer,
+    /// Only those nodes: a page kind they cannot supply is passed over
+    /// (`HP_NUMA_BIND`).
+    Bind,
+    /// Pages round-robin over the nodes (`HP_NUMA_INTERLEAVE`).
+    Interleave,
 }
 
 /// Every `HP_F_*` bit libhp 1.3 knows.
@@ -53,6 +67,9 @@ pub(crate) struct CallOptions {
     pub(crate) flags: u64,
     backend: Option<CString>,
     exclude: Option<CString>,
+    /// `HP_NUMA_*` (0: no placement) and its node bitmap (nodes 0 to 1023).
+    numa_mode: u32,
+    numa_nodes: [u64; 16],
 }
 
 impl CallOptions {
@@ -61,6 +78,8 @@ impl CallOptions {
         flags: sys::HP_F_NOPOOL,
         backend: None,
         exclude: None,
+        numa_mode: 0,
+        numa_nodes: [0; 16],
     };
 
     /// `hp_alloc_ex(len)` with these options and `extra` flags; null on
@@ -70,7 +89,13 @@ impl CallOptions {
         opts.flags = self.flags | extra;
         opts.backend = self.backend.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
         opts.exclude = self.exclude.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
-        // SAFETY: opts and the strings it points to outlive the call.
+        if self.numa_mode != 0 {
+            opts.numa_mode = self.numa_mode;
+            opts.numa_max_node = 1024;
+            opts.numa_nodes = self.numa_nodes.as_ptr();
+        }
+        // SAFETY: opts, the strings and the node bitmap it points to outlive
+        // the call.
         unsafe { sys::hp_alloc_ex(len, &opts) }
     }
 }
@@ -81,6 +106,8 @@ impl Clone for CallOptions {
             flags: self.flags,
             backend: self.backend.clone(),
             exclude: self.exclude.clone(),
+            numa_mode: self.numa_mode,
+            numa_nodes: self.numa_nodes,
         }
     }
 }
@@ -96,6 +123,16 @@ impl AllocOptions {
     /// `2 << 20`. 0 (the default) lets libhp choose.
     pub fn page_size(mut self, bytes: u64) -> AllocOptions {
         self.page_size = bytes;
+        self
+    }
+
+    /// Place the block on NUMA `nodes` (each below 1024; libhp 1.4): libhp
+    /// gives the thread that memory policy while mapping and sets it on the
+    /// block's memory; every resize keeps it. A node without memory, or
+    /// outside the thread's cpuset, is
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument).
+    pub fn numa(mut self, mode: Numa, nodes: &[u32]) -> AllocOptions {
+        self.numa = Some((mode, nodes.to_vec()));
         self
     }
 
@@ -234,10 +271,30 @@ impl AllocOptions {
         } else {
             Some(c_name(&self.exclude.join(","))?)
         };
+        let mut numa_nodes = [0u64; 16];
+        let mut numa_mode = 0;
+        if let Some((mode, nodes)) = &self.numa {
+            for &n in nodes {
+                if n >= 1024 {
+                    return Err(Error::new(
+                        sys::HP_EINVAL,
+                        format!("numa: node {n} is not below 1024"),
+                    ));
+                }
+                numa_nodes[(n / 64) as usize] |= 1u64 << (n % 64);
+            }
+            numa_mode = match mode {
+                Numa::Prefer => sys::HP_NUMA_PREFER,
+                Numa::Bind => sys::HP_NUMA_BIND,
+                Numa::Interleave => sys::HP_NUMA_INTERLEAVE,
+            };
+        }
         Ok(CallOptions {
             flags,
             backend,
             exclude,
+            numa_mode,
+            numa_nodes,
         })
     }
 

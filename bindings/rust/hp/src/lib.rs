@@ -146,7 +146,7 @@ mod stack;
 mod vec;
 
 pub use backend::{backends, reprobe, BackendInfo, BackendKind};
-pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo, Pin, UninitBlock};
+pub use block::{alloc, block_info, AllocOptions, Block, BlockInfo, Numa, Pin, UninitBlock};
 pub use cache::{cache_stats, configure_cache, trim_cache, CacheConfig, CacheEntry, CacheStats};
 pub use error::{Error, ErrorKind, Result};
 pub use global::{
@@ -211,7 +211,7 @@ pub fn version() -> Version {
     Version::from_number(unsafe { sys::hp_version() })
 }
 
-/// The same as a static string, e.g. `"1.3.0"` (`hp_version_string`).
+/// The same as a static string, e.g. `"1.4.0"` (`hp_version_string`).
 pub fn version_string() -> &'static str {
     // SAFETY: thread-safe; returns a static string.
     error::static_str(unsafe { sys::hp_version_string() })

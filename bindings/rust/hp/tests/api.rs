@@ -396,3 +396,33 @@ fn a_different_loaded_version_is_reported() {
         warnings[0]
     );
 }
+
+/// NUMA placement on the last node with memory (node 0 on one node); a
+/// node without memory is refused.
+#[test]
+fn numa_placement() {
+    let text = std::fs::read_to_string("/sys/devices/system/node/has_memory").unwrap_or_default();
+    let last = text
+        .trim()
+        .split([',', '-'])
+        .filter_map(|s| s.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0);
+    let mut block = hp::AllocOptions::new()
+        .no_pool(true)
+        .numa(hp::Numa::Bind, &[last])
+        .alloc(4 << 20)
+        .expect("a block bound to the last node");
+    block.fill(7);
+    assert!(block.iter().all(|&b| b == 7));
+    let err = hp::AllocOptions::new()
+        .numa(hp::Numa::Bind, &[last + 1])
+        .alloc(4096)
+        .unwrap_err();
+    assert_eq!(err.kind(), hp::ErrorKind::InvalidArgument);
+    let err = hp::AllocOptions::new()
+        .numa(hp::Numa::Prefer, &[4096])
+        .alloc(4096)
+        .unwrap_err();
+    assert_eq!(err.kind(), hp::ErrorKind::InvalidArgument);
+}
