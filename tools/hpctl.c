@@ -108,8 +108,8 @@ static void print_pools(int json)
     if (json)
         printf("  \"hugetlb_pools\": [");
     else
-        printf("\nhugetlb pools:\n%-10s %8s %8s %8s %8s %10s\n", "SIZE", "TOTAL", "FREE", "RSVD",
-               "SURPLUS", "OVERCOMMIT");
+        printf("\nhugetlb pools:\n%-10s %8s %8s %8s %8s %10s  %s\n", "SIZE", "TOTAL", "FREE",
+               "RSVD", "SURPLUS", "OVERCOMMIT", "PER NODE (total/free)");
     for (int i = 0; i < n; i++) {
         char v[5][32], path[200];
         for (int k = 0; k < 5; k++) {
@@ -120,10 +120,12 @@ static void print_pools(int json)
         }
         if (json)
             printf("%s\n    {\"size_kb\": %lu, \"total\": %s, \"free\": %s, \"reserved\": %s, "
-                   "\"surplus\": %s, \"overcommit\": %s}",
+                   "\"surplus\": %s, \"overcommit\": %s",
                    i ? "," : "", kb[i], v[0], v[1], v[2], v[3], v[4]);
         else
-            printf("%-10lu %8s %8s %8s %8s %10s\n", kb[i], v[0], v[1], v[2], v[3], v[4]);
+            printf("%-10lu %8s %8s %8s %8s %10s ", kb[i], v[0], v[1], v[2], v[3], v[4]);
+        pool_nodes_print(kb[i], json);
+        printf(json ? "}" : "\n");
     }
     printf(json ? "\n  ]" : "");
 }

@@ -87,6 +87,10 @@ int parse_u64(const char *s, uint64_t *out);
 
 /* Sorted "hugepages-<n>kB" entries of dir (test root applies); returns the count. */
 int size_dirs(const char *dir, unsigned long kb[], int max);
+/* hpctl_pool.c: the pool of kb-KiB pages on each NUMA node that has one:
+ * text " node0=TOTAL/FREE node1=..." or, under json, ', "nodes": [{"node":
+ * N, "total": T, "free": F, "surplus": S}, ...]'. */
+void pool_nodes_print(unsigned long kb, int json);
 
 /* A bad command line: "hpctl CMD: MESSAGE" on stderr, naming the argument
  * and what was wrong with it. Returns HPCTL_USAGE. */

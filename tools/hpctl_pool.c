@@ -76,11 +76,46 @@ static long long meminfo(const char *name)
     return v;
 }
 
+void pool_nodes_print(unsigned long kb, int json)
+{
+    int nodes[MAX_NODES];
+    int nn = list_nodes(nodes, MAX_NODES);
+    char path[256];
+    if (json)
+        printf(", \"nodes\": [");
+    for (int j = 0; j < nn; j++) {
+        uint64_t t, f, s;
+        snprintf(path, sizeof(path), NODE_DIR "/node%d/hugepages/hugepages-%lukB/nr_hugepages",
+                 nodes[j], kb);
+        int okt = read_u64(path, &t) == 0;
+        snprintf(path, sizeof(path), NODE_DIR "/node%d/hugepages/hugepages-%lukB/free_hugepages",
+                 nodes[j], kb);
+        int okf = read_u64(path, &f) == 0;
+        snprintf(path, sizeof(path),
+                 NODE_DIR "/node%d/hugepages/hugepages-%lukB/surplus_hugepages", nodes[j], kb);
+        int oks = read_u64(path, &s) == 0;
+        if (json) {
+            printf("%s{\"node\": %d, \"total\": ", j ? ", " : "", nodes[j]);
+            print_value(okt, t, 1, 0);
+            printf(", \"free\": ");
+            print_value(okf, f, 1, 0);
+            printf(", \"surplus\": ");
+            print_value(oks, s, 1, 0);
+            printf("}");
+        } else {
+            printf(" node%d=", nodes[j]);
+            okt ? printf("%llu", (unsigned long long)t) : printf("?");
+            okf ? printf("/%llu", (unsigned long long)f) : printf("/?");
+        }
+    }
+    if (json)
+        printf("]");
+}
+
 static int pool_show(int json)
 {
     unsigned long kb[MAX_SIZES];
-    int nodes[MAX_NODES];
-    int n = size_dirs(POOL_DIR, kb, MAX_SIZES), nn = list_nodes(nodes, MAX_NODES);
+    int n = size_dirs(POOL_DIR, kb, MAX_SIZES);
     if (n == 0 && !json) {
         fprintf(stderr, "hpctl: no hugetlb pools on this machine (%s is missing)\n", POOL_DIR);
         return HPCTL_ENOENT;
@@ -105,36 +140,10 @@ static int pool_show(int json)
                 printf(", \"%s\": ", json_names[k]);
             print_value(ok, v, json, k == 4 ? 10 : 8);
         }
-        if (json)
-            printf(", \"nodes\": [");
-        else
+        if (!json)
             printf(" ");
-        for (int j = 0; j < nn; j++) {
-            uint64_t t, f, s;
-            snprintf(path, sizeof(path), NODE_DIR "/node%d/hugepages/hugepages-%lukB/nr_hugepages",
-                     nodes[j], kb[i]);
-            int okt = read_u64(path, &t) == 0;
-            snprintf(path, sizeof(path), NODE_DIR "/node%d/hugepages/hugepages-%lukB/free_hugepages",
-                     nodes[j], kb[i]);
-            int okf = read_u64(path, &f) == 0;
-            snprintf(path, sizeof(path),
-                     NODE_DIR "/node%d/hugepages/hugepages-%lukB/surplus_hugepages", nodes[j], kb[i]);
-            int oks = read_u64(path, &s) == 0;
-            if (json) {
-                printf("%s{\"node\": %d, \"total\": ", j ? ", " : "", nodes[j]);
-                print_value(okt, t, 1, 0);
-                printf(", \"free\": ");
-                print_value(okf, f, 1, 0);
-                printf(", \"surplus\": ");
-                print_value(oks, s, 1, 0);
-                printf("}");
-            } else {
-                printf(" node%d=", nodes[j]);
-                okt ? printf("%llu", (unsigned long long)t) : printf("?");
-                okf ? printf("/%llu", (unsigned long long)f) : printf("/?");
-            }
-        }
-        printf(json ? "]}" : "\n");
+        pool_nodes_print(kb[i], json);
+        printf(json ? "}" : "\n");
     }
     long long total = meminfo("HugePages_Total"), free_pages = meminfo("HugePages_Free"),
               size_kb = meminfo("Hugepagesize"), hugetlb_kb = meminfo("Hugetlb");
