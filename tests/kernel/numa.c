@@ -12,7 +12,9 @@
  * kernel-numa): node 1's 2 MiB pool emptied, a thread bound to node 1 with
  * set_mempolicy(MPOL_BIND), and a process bound as numactl --membind=1 would
  * bind it, get node-1 memory of another kind, or HP_ENOHUGE when only the
- * pool would do; never SIGBUS. On one node those tests skip and say why.
+ * pool would do; never SIGBUS; and hpctl (argv[1]) sets the pool of node 1
+ * alone and shows every node's pool in status --json. On one node those
+ * tests skip and say why.
  */
 #include <hp.h>
 
@@ -427,6 +429,89 @@ static void membind_process(void **state)
     KT_CHECK(rc == 0, "child exit %d (10 bind, 11 alloc, 12 fault, 13 wrong node, 14 free)", rc);
 }
 
+/* hpctl, as an operator runs it (its path is argv[1]): hpctl pool set 2M
+ * N --node LAST changes that node's pool only, and hpctl status --json
+ * lists every node's pool. */
+static const char *hpctl_path;
+
+static int run_hpctl(char *const argv[], char *out, size_t cap)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execv(hpctl_path, argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    ssize_t n;
+    while (used + 1 < cap && (n = read(fds[0], out + used, cap - 1 - used)) > 0)
+        used += (size_t)n;
+    out[used] = '\0';
+    char sink[512];
+    while (read(fds[0], sink, sizeof(sink)) > 0)
+        ;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static long node_pages(int node)
+{
+    char path[160], buf[32];
+    snprintf(path, sizeof(path), NODES "/node%d/hugepages/hugepages-2048kB/nr_hugepages", node);
+    return knob_get(path, buf, sizeof(buf)) == 0 ? atol(buf) : -1;
+}
+
+static void hpctl_pool_set_on_one_node(void **state)
+{
+    KT_PRECONDITIONS();
+    NEED_TWO_NODES();
+    if (!hpctl_path || access(hpctl_path, X_OK) != 0)
+        KT_SKIP("no hpctl to run (argv[1])");
+    char path[160], was[32], count[32], out[16384];
+    snprintf(path, sizeof(path), NODES "/node%d/hugepages/hugepages-2048kB/nr_hugepages",
+             last_node);
+    /* Registered with the knob restorer first, so the value goes back at
+     * exit even if hpctl's change outlives a failed check. */
+    KT_CHECK(knob_get(path, was, sizeof(was)) == 0 && knob_set(path, was) == 0, "%s", path);
+    long others[64], target = atol(was) + 2;
+    for (int n = 0; n <= last_node && n < 64; n++)
+        others[n] = node_pages(n);
+    snprintf(count, sizeof(count), "%ld", target);
+    char node[16];
+    snprintf(node, sizeof(node), "%d", last_node);
+    char *set[] = {"hpctl", "pool", "set", "2M", count, "--node", node, NULL};
+    int rc = run_hpctl(set, out, sizeof(out));
+    kt_note("hpctl pool set 2M %s --node %s: exit %d", count, node, rc);
+    KT_CHECK(rc == 0, "exit %d: %s", rc, out);
+    KT_CHECK(node_pages(last_node) == target, "node %d has %ld pages, not %ld", last_node,
+             node_pages(last_node), target);
+    for (int n = 0; n < last_node && n < 64; n++)
+        KT_CHECK(node_pages(n) == others[n], "node %d changed: %ld -> %ld", n, others[n],
+                 node_pages(n));
+    char *status[] = {"hpctl", "status", "--json", NULL};
+    rc = run_hpctl(status, out, sizeof(out));
+    const char *pools = strstr(out, "\"hugetlb_pools\"");
+    KT_CHECK(rc == 0 && pools, "hpctl status --json: exit %d", rc);
+    for (int n = 0; n <= last_node; n++) {
+        char want[64];
+        snprintf(want, sizeof(want), "{\"node\": %d, \"total\": ", n);
+        KT_CHECK(strstr(pools, want) != NULL, "no pool of node %d in hpctl status --json", n);
+    }
+    char mine[64];
+    snprintf(mine, sizeof(mine), "{\"node\": %d, \"total\": %ld", last_node, target);
+    KT_CHECK(strstr(pools, mine) != NULL, "hpctl status does not show node %d's %ld pages",
+             last_node, target);
+    KT_CHECK(knob_set(path, was) == 0, "restore %s", path);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -466,6 +551,8 @@ int main(int argc, char **argv)
     const char *mode = kt_child_mode(argc, argv);
     if (mode && !strncmp(mode, "membind-", 8))
         return membind_child(atoi(mode + 8));
+    if (argc > 1 && argv[1][0] == '/')
+        hpctl_path = argv[1];
     setup();
     if (getenv("KT_FILTER"))
         cmocka_set_test_filter(getenv("KT_FILTER"));
@@ -476,6 +563,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(stack_on_the_node, teardown),
         cmocka_unit_test_teardown(bound_thread_empty_node_pool, teardown),
         cmocka_unit_test_teardown(membind_process, teardown),
+        cmocka_unit_test_teardown(hpctl_pool_set_on_one_node, teardown),
         cmocka_unit_test(machine_restored),
     };
     return cmocka_run_group_tests_name("kernel-numa", tests, NULL, NULL);
