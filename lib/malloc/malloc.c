@@ -13,6 +13,7 @@
 #include <mimalloc.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -223,6 +224,9 @@ EXPORT void free(void *p)
 static size_t large_usable(const void *p)
 {
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    /* Stop before the NUMA fields: filling them walks the block's pages
+     * with move_pages(2), one address per page (hp/alloc.h). */
+    info.size = (uint32_t)offsetof(struct hp_block_info, numa_mode);
     int saved = errno;
     hpm_busy++;
     int32_t rc = hp_info(p, &info);
