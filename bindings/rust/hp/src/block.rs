@@ -741,6 +741,13 @@ pub struct BlockInfo {
     pub fd_offset: u64,
     /// Whether a resize keeps the block in its backend, and why.
     pub pin: Pin,
+    /// The placement it was allocated with ([`AllocOptions::numa`]); `None`:
+    /// none, the thread's own policy (libhp 1.4).
+    pub numa_mode: Option<Numa>,
+    /// Nodes 0 to 63 holding its resident pages now, measured with
+    /// `move_pages(2)` (nothing faulted in); more than one: it spans nodes.
+    /// Empty when nothing is resident or the kernel has no NUMA support.
+    pub numa_nodes: Vec<u32>,
 }
 
 /// Whether `hp_realloc` keeps a block in its backend (`hp_block_info.pin`).
@@ -785,6 +792,15 @@ pub fn block_info(ptr: *const u8) -> Result<BlockInfo> {
             sys::HP_BLOCK_PIN_ENV => Pin::Env,
             _ => Pin::None,
         },
+        numa_mode: match info.numa_mode {
+            sys::HP_NUMA_PREFER => Some(Numa::Prefer),
+            sys::HP_NUMA_BIND => Some(Numa::Bind),
+            sys::HP_NUMA_INTERLEAVE => Some(Numa::Interleave),
+            _ => None,
+        },
+        numa_nodes: (0..64u32)
+            .filter(|n| (info.numa_mask >> n) & 1 != 0)
+            .collect(),
     })
 }
 

@@ -415,6 +415,16 @@ fn numa_placement() {
         .expect("a block bound to the last node");
     block.fill(7);
     assert!(block.iter().all(|&b| b == 7));
+    let info = block.info().expect("hp_info");
+    assert_eq!(info.numa_mode, Some(hp::Numa::Bind));
+    if !text.is_empty() {
+        // With NUMA support (has_memory exists): measured where the pages are.
+        assert_eq!(info.numa_nodes, vec![last], "{info:?}");
+    }
+    let plain = hp::alloc(1 << 20).expect("an unplaced block");
+    let info = plain.info().expect("hp_info");
+    assert_eq!(info.numa_mode, None);
+    assert!(info.numa_nodes.len() <= 1, "1 MiB zero-filled on one node: {info:?}");
     let err = hp::AllocOptions::new()
         .numa(hp::Numa::Bind, &[last + 1])
         .alloc(4096)
