@@ -304,7 +304,8 @@ static const struct {
     {"alloc", cmd_alloc, "alloc SIZE [--page-size SIZE] [--backend NAME] [--exclude LIST] "
                          "[--require-huge] [--no-pool] [--populate] [--json]"},
     {"explain", hpctl_explain, "explain SIZE [--page-size SIZE] [--backend NAME] [--exclude LIST] "
-                               "[--require-huge] [--no-pool] [--json]"},
+                               "[--require-huge] [--no-pool] [--node LIST] "
+                               "[--numa-mode MODE] [--json]"},
     {"pool", hpctl_pool, "pool [--json] | pool set SIZE [COUNT] [--node N] [--overcommit N] "
                          "[--persist [--root DIR]] [--dry-run] [--json] | pool release [SIZE] "
                          "[--node N] [--persist [--root DIR]] [--dry-run] [--json]"},

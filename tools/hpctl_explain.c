@@ -9,6 +9,7 @@
 #include "explain.h"
 #include "hpctl.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +148,8 @@ static int size_missing(const struct hp_explain *ex, uint64_t ps, char *buf, siz
 static int explain_usage(void)
 {
     fprintf(stderr, "usage: hpctl explain SIZE [--page-size SIZE] [--backend NAME] "
-                    "[--exclude LIST] [--require-huge] [--no-pool] [--json]\n");
+                    "[--exclude LIST] [--require-huge] [--no-pool] [--node LIST] "
+                    "[--numa-mode MODE] [--json]\n");
     return HPCTL_USAGE;
 }
 
@@ -291,12 +293,44 @@ static void print_text(const struct hp_explain *ex, const struct hp_alloc_opts *
         printf("  (nothing)\n");
 }
 
+/* --node "1" or "0,2": the placement's node bitmap (hp_alloc_opts.numa_nodes). */
+static int node_list_arg(const char *arg, uint64_t mask[16])
+{
+    memset(mask, 0, 16 * sizeof(*mask));
+    for (const char *s = arg;;) {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(s, &end, 10);
+        if (end == s || errno || n >= 1024 || (*end && *end != ','))
+            return hpctl_bad("explain", "--node: expected node numbers below 1024, comma-separated"),
+                   HPCTL_USAGE;
+        mask[n / 64] |= UINT64_C(1) << (n % 64);
+        if (!*end)
+            return HPCTL_OK;
+        s = end + 1;
+    }
+}
+
+static int numa_mode_arg(const char *arg, uint32_t *mode)
+{
+    static const char *const names[] = {"prefer", "bind", "interleave"};
+    static const uint32_t modes[] = {HP_NUMA_PREFER, HP_NUMA_BIND, HP_NUMA_INTERLEAVE};
+    for (unsigned i = 0; i < 3; i++)
+        if (!strcmp(arg, names[i]))
+            return *mode = modes[i], HPCTL_OK;
+    return hpctl_bad("explain", "--numa-mode: expected prefer, bind or interleave"), HPCTL_USAGE;
+}
+
 int hpctl_explain(int argc, char **argv)
 {
     struct hp_alloc_opts opts = HP_ALLOC_OPTS_INIT;
     uint64_t size = 0, ps, asked_ps = 0;
     int json = 0;
-    static const char *const valued[] = {"--backend", "--exclude", "--page-size", NULL};
+    static const char *const valued[] = {"--backend", "--exclude", "--page-size", "--node",
+                                         "--numa-mode", NULL};
+    static uint64_t nodes[16];
+    uint32_t numa_mode = 0;
+    int placed = 0;
     if (argc < 1 || (argv[0][0] == '-' && (argv[0][1] < '0' || argv[0][1] > '9')))
         return hpctl_bad("explain", "a SIZE is required first"), explain_usage();
     if (hpctl_size_arg("explain", "SIZE", argv[0], &size) != HPCTL_OK)
@@ -312,13 +346,29 @@ int hpctl_explain(int argc, char **argv)
             opts.backend = argv[++i];
         else if (!strcmp(argv[i], "--exclude") && i + 1 < argc)
             opts.exclude = argv[++i];
-        else if (!strcmp(argv[i], "--page-size") && i + 1 < argc) {
+        else if (!strcmp(argv[i], "--node") && i + 1 < argc) {
+            if (node_list_arg(argv[++i], nodes) != HPCTL_OK)
+                return explain_usage();
+            placed = 1;
+        } else if (!strcmp(argv[i], "--numa-mode") && i + 1 < argc) {
+            if (numa_mode_arg(argv[++i], &numa_mode) != HPCTL_OK)
+                return explain_usage();
+        } else if (!strcmp(argv[i], "--page-size") && i + 1 < argc) {
             if (hpctl_page_size_arg("explain", argv[++i], &ps) != HPCTL_OK)
                 return explain_usage();
             opts.flags |= ps;
             parse_size(argv[i], &asked_ps);
         } else
             return hpctl_unexpected("explain", argv, i, argc, valued), explain_usage();
+    }
+    /* As hp_alloc_ex with this placement: checked, then the pools of the
+     * nodes it allows are the ones that count (docs/numa.md). */
+    if (numa_mode && !placed)
+        return hpctl_bad("explain", "--numa-mode needs --node"), explain_usage();
+    if (placed) {
+        opts.numa_mode = numa_mode ? numa_mode : HP_NUMA_PREFER;
+        opts.numa_max_node = 1024;
+        opts.numa_nodes = nodes;
     }
     struct hp_explain *ex = calloc(1, sizeof(*ex));
     if (!ex) {

@@ -218,6 +218,18 @@ try:
     ok(rc == 1 and "HP_ENOBACKEND" in out, "unknown backend: HP_ENOBACKEND", out)
     rc, out, err = run("explain", "lots")
     ok(rc == 2 and 'SIZE "lots" is not a size' in err, "bad size: usage, naming it", err)
+    # --node/--numa-mode: hp_alloc_ex's placement, checked as hp_alloc_ex checks it.
+    rc, out, err = run("explain", "4M", "--node", "0", "--numa-mode", "bind")
+    ok(rc == 0 and "would use" in out, "explain --node 0 --numa-mode bind: served", out + err)
+    rc, out, err = run("explain", "4M", "--node", "1023")
+    ok(rc == 1 and "HP_EINVAL" in out and "node 1023 has no memory" in out,
+       "explain --node 1023: HP_EINVAL naming the node without memory", out + err)
+    rc, out, err = run("explain", "4M", "--numa-mode", "bind")
+    ok(rc == 2 and "--numa-mode needs --node" in err, "--numa-mode alone: usage", err)
+    rc, out, err = run("explain", "4M", "--node", "0", "--numa-mode", "sometimes")
+    ok(rc == 2 and "prefer, bind or interleave" in err, "unknown --numa-mode: usage", err)
+    rc, out, err = run("explain", "4M", "--node", "1024")
+    ok(rc == 2 and "below 1024" in err, "--node 1024: usage", err)
     # A page size this kernel has no pages of: that is the reason given,
     # not a pool of another size.
     if not os.path.exists("/sys/kernel/mm/hugepages/hugepages-1048576kB"):
