@@ -22,6 +22,9 @@
  * space, so rounding to any page size can never overflow. */
 #define HP_MAX_LEN (UINT64_C(1) << 46)
 
+/* Linux's MAX_NUMNODES at its largest (NODES_SHIFT 10). */
+#define HP_MAX_NUMA_NODES 1024
+
 #define KNOWN_FLAGS (HP_F_REQUIRE_HUGE | HP_F_POPULATE | HP_F_COLLAPSE | HP_F_NOZERO | \
                      HP_F_NOPOOL | HP_F_PAGE_SHIFT_MASK)
 
@@ -337,7 +340,8 @@ static unsigned candidates(struct hp_core *c, const struct request *r, struct hp
     return candidates_ex(c, r, cand, quiet, NULL);
 }
 
-/* HP_F_POPULATE / HP_F_COLLAPSE on memory that did not come from map. */
+/* HP_F_POPULATE / HP_F_COLLAPSE through the backend's advise (after map,
+ * growth, or a carve from the cache). */
 static int32_t advise(struct hp_block *blk, uint64_t flags)
 {
     int (*op)(void *, const struct hp_mapping *, uint64_t) = HP_OP(blk->backend->ops, advise);
@@ -424,13 +428,19 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
             rc = map_with(b, r->len, r->flags, cand[i].page_size, &r->placement, &blk->m);
         if (rc == HP_OK) {
             blk->backend = b;
-            if (!refused_pool(r, blk)) {
+            if (refused_pool(r, blk)) {
+                rc = HP_EBACKEND;  /* blk was released */
+            } else if ((rc = advise(blk, r->flags)) != HP_OK) {
+                /* HP_F_POPULATE / HP_F_COLLAPSE the backend could not do:
+                 * this candidate failed (hp/backend.h: advise after map). */
+                b->ops->unmap(b->self, &blk->m);
+                free(blk);
+            } else {
                 blk->origin = new_origin();
                 if (hp_cache_accepts(b, &blk->m))
                     hp_cache_count_miss();
                 return blk;
             }
-            rc = HP_EBACKEND;  /* blk was released */
         } else {
             free(blk);
         }
@@ -779,18 +789,26 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
                    "cannot move back", be->name, what, (void *)d);
 }
 
+/* What a remap call left for recover: the plugin's result and which rule
+ * it broke ("" when nothing is to be recovered). */
+struct remap_broken {
+    struct hp_mapping got;
+    char what[200];
+};
+
 /* Resize through the backend's remap; HP_OK updates b->m (and the lineage,
  * when the memory moved). A result is checked before anything is done with
  * it (the block rules of hp/backend.h and that it is mapped); one that
- * breaks a rule, and a failure that took the block away, go to recover. */
+ * breaks a rule, and a failure that took the block away, fill *broken for
+ * recover. */
 static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
-                          enum remap_left *left)
+                          struct remap_broken *broken)
 {
     int (*remap)(void *, struct hp_mapping *, uint64_t, uint64_t) = HP_OP(b->backend->ops, remap);
-    *left = REMAP_KEPT;
     if (!remap)
         return HP_ENOTSUP;
-    struct hp_mapping m = b->m;
+    struct hp_mapping *m = &broken->got;
+    *m = b->m;
     hp_set_detail("");
     /* A placed block grows under its placement, as it was mapped
      * (hp_backend_map_placed): new pages the backend faults in follow the
@@ -805,39 +823,33 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
                            "(set_mempolicy: %s)", strerror(-err));
     }
     int32_t rc = hp_backend_status(b->backend, "remap",
-                                   remap(b->backend->self, &m, new_len, flags));
+                                   remap(b->backend->self, m, new_len, flags));
     int err = hp_os_policy_restore(&saved);
     if (err)
         hp_log("could not restore the thread's memory policy (set_mempolicy: %s)",
                strerror(-err));
-    char what[200];
     if (rc == HP_OK) {
-        const char *fault = mapping_fault(&m, new_len, b->m.page_size, 0, 0);
-        if (!fault && hp_os_check_mapped(m.addr, m.len) != 0)
+        const char *fault = mapping_fault(m, new_len, b->m.page_size, 0, 0);
+        if (!fault && hp_os_check_mapped(m->addr, m->len) != 0)
             fault = "memory that is not mapped";
         if (!fault) {
-            if (placed && (err = hp_numa_bind_range(m.map_addr, m.map_len, pl)) != 0)
+            if (placed && (err = hp_numa_bind_range(m->map_addr, m->map_len, pl)) != 0)
                 hp_log("hp_realloc: mbind of the grown block failed (%s); later faults follow "
                        "the thread's policy", strerror(-err));
-            if (m.map_addr != b->m.map_addr)
+            if (m->map_addr != b->m.map_addr)
                 b->origin = new_origin();
-            b->m = m;
+            b->m = *m;
             return HP_OK;
         }
-        snprintf(what, sizeof(what), "returned an invalid mapping (%s: addr %p len %llu for "
-                 "%llu bytes)", fault, m.addr, (unsigned long long)m.len,
+        snprintf(broken->what, sizeof(broken->what), "returned an invalid mapping (%s: addr %p "
+                 "len %llu for %llu bytes)", fault, m->addr, (unsigned long long)m->len,
                  (unsigned long long)new_len);
-    } else {
-        /* A failure leaves the block as it was (hp/backend.h). */
-        if (hp_os_check_mapped(b->m.addr, b->m.len) == 0)
-            return rc;
-        snprintf(what, sizeof(what), "failed (%s: %.100s), and the block is no longer where it "
-                 "was", hp_error_name(rc), hp_last_error_detail());
+        return HP_EBACKEND;
     }
-    void *was = b->m.map_addr;
-    rc = recover(b, &m, new_len, what, left);
-    if (b->m.map_addr != was)
-        b->origin = new_origin();
+    /* A failure leaves the block as it was (hp/backend.h). */
+    if (hp_os_check_mapped(b->m.addr, b->m.len) != 0)
+        snprintf(broken->what, sizeof(broken->what), "failed (%s: %.100s), and the block is no "
+                 "longer where it was", hp_error_name(rc), hp_last_error_detail());
     return rc;
 }
 
@@ -849,19 +861,34 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
  * is empty (on Linux 6.18 that write loops in mm/hugetlb.c hugetlb_wp, see
  * tests/realloc/test_huge.c), and a shared mapping would change under the
  * child. So the generation is read again with fork held back, until the
- * remap is done. */
+ * remap is done. A broken remap is recovered after the fence: recover takes
+ * the registry's and the caches' locks, which a fork may hold while it
+ * waits for the fence (pthread_atfork runs prepare handlers in reverse
+ * order of registration, and each module registers on first use), and it
+ * only reads the pages it finds and moves them back (the copy path writes
+ * a new block, never them). */
 static int32_t remap_fenced(struct hp_block *b, uint64_t new_size, uint64_t flags,
                             enum remap_left *left)
 {
     int moves_pool = (b->m.flags & HP_MAP_POOL) && new_size > b->m.len;
+    struct remap_broken broken = {.what = ""};
+    int32_t rc;
     *left = REMAP_KEPT;
-    if (!moves_pool && !(b->m.flags & HP_MAP_SHARED))
-        return remap_with(b, new_size, flags, left);
-    int forked = hp_fork_fence_enter() != b->gen;
-    int32_t rc = forked ? HP_ENOTSUP : remap_with(b, new_size, flags, left);
-    hp_fork_fence_leave();
-    if (forked)
-        hp_set_detail("a fork came before the remap");
+    if (!moves_pool && !(b->m.flags & HP_MAP_SHARED)) {
+        rc = remap_with(b, new_size, flags, &broken);
+    } else {
+        int forked = hp_fork_fence_enter() != b->gen;
+        rc = forked ? HP_ENOTSUP : remap_with(b, new_size, flags, &broken);
+        hp_fork_fence_leave();
+        if (forked)
+            hp_set_detail("a fork came before the remap");
+    }
+    if (!broken.what[0])
+        return rc;
+    void *was = b->m.map_addr;
+    rc = recover(b, &broken.got, new_size, broken.what, left);
+    if (b->m.map_addr != was)
+        b->origin = new_origin();
     return rc;
 }
 
@@ -1037,12 +1064,26 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
         r.pin = work.pinned;
     }
     void *q = allocate(c, &r);
+    if (!q && left == REMAP_MOVED && plan.step == HP_STEP_COPY_WITHIN) {
+        /* The block is no longer at p (recover): a copy in any backend
+         * beats keeping the pin and losing the block. */
+        hp_log("hp_realloc(%p, %zu): backend %s moved the block away and cannot map a copy "
+               "(%s); the copy goes to any backend", p, new_size, work.backend->name,
+               hp_last_error_detail());
+        r.backend = NULL;
+        r.pin = 0;
+        q = allocate(c, &r);
+    }
     if (!q) {
         int32_t err = hp_last_error();
         char why[300];
         snprintf(why, sizeof(why), "%s", hp_last_error_detail());
         keep_registered(b, &work);  /* p stays valid, as realloc promises */
-        if (plan.step == HP_STEP_COPY_WITHIN)
+        if (left == REMAP_MOVED)
+            hp_fail(HP_EBACKEND, "hp_realloc(%p, %zu): %s; no backend can map a copy (%s): "
+                    "the block is a block of libhp's at %p now, not at %p", p, new_size,
+                    resize_why, why, work.m.addr, p);
+        else if (plan.step == HP_STEP_COPY_WITHIN)
             hp_fail(err, "hp_realloc(%p, %zu): the block stays in backend %s, %s, which could "
                     "neither resize it (%s) nor map a new block for a copy (%s); the block is "
                     "unchanged", p, new_size, work.backend->name, pin_reason(work.pinned),
@@ -1080,7 +1121,15 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
     if (code != HP_OK)
         return pointer_error(code, p, "hp_info");
     int64_t (*measure)(void *, const struct hp_mapping *) = HP_OP(b.backend->ops, huge_bytes);
-    int64_t huge = measure ? measure(b.backend->self, &b.m) : hp_core()->host.measure_huge_bytes(b.m.addr, b.m.len);
+    int64_t huge = measure ? measure(b.backend->self, &b.m) : -1;
+    /* More huge bytes than the mapping has is no measurement: the kernel's
+     * figure stands instead. */
+    if (huge < 0 || (uint64_t)huge > b.m.map_len) {
+        if (measure && huge > 0)
+            hp_log("backend %s: huge_bytes returned %lld for a %llu-byte mapping; measured "
+                   "instead", b.backend->name, (long long)huge, (unsigned long long)b.m.map_len);
+        huge = hp_core()->host.measure_huge_bytes(b.m.addr, b.m.len);
+    }
     uint32_t size = info->size;
     struct hp_block_info full = {.size = size};
     snprintf(full.backend, sizeof(full.backend), "%s", b.backend->name);
@@ -1098,8 +1147,10 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
     if (query && size > offsetof(struct hp_block_info, flags) + sizeof(full.flags)) {
         struct hp_block_query q = {sizeof(q), 0, -1, -1, 0};
         if (query(b.backend->self, &b.m, &q) == HP_OK) {
-            full.numa_node = q.numa_node < -1 ? -1 : q.numa_node;
-            full.fd = q.fd < -1 ? -1 : q.fd;
+            /* A node past MAX_NUMNODES (include/linux/numa.h: at most
+             * 1 << 10) or a descriptor that is not open is unknown. */
+            full.numa_node = q.numa_node < 0 || q.numa_node >= HP_MAX_NUMA_NODES ? -1 : q.numa_node;
+            full.fd = q.fd < 0 || hp_os_fd_is_open(q.fd) != 0 ? -1 : q.fd;
             full.fd_offset = full.fd >= 0 ? q.fd_offset : 0;
         }
     }

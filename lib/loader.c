@@ -321,6 +321,7 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
         b->probed_ns = now_ns();
     }
     pthread_mutex_init(&b->caps_lock, NULL);
+    pthread_cond_init(&b->probed, NULL);
     core.n++;
     hp_log("loader: %s from %s: %s, %s", b->name, b->path ? b->path : "?",
            b->caps.available ? "available" : "unavailable", b->caps.reason);
@@ -534,11 +535,13 @@ static void scan_dirs(const struct hp_options *o)
     free(ids);
 }
 
-/* A fork while another thread re-probes would leave that backend's
- * caps_lock locked for ever in the child (its next allocation hangs);
- * holding every one across fork prevents that. No caps_lock holder ever
- * waits for another lock, so this cannot deadlock with the registry's
- * handlers. */
+/* A fork while another thread holds a caps_lock would leave it locked for
+ * ever in the child (its next allocation hangs); holding every one across
+ * fork prevents that. No caps_lock holder ever waits for another lock or
+ * calls a plugin, so a fork never waits for a probe. A probe in flight in
+ * the parent has no thread in the child: the child forgets it (a deferred
+ * backend stays deferred there and is probed when named), and its
+ * condition variables start afresh, without the parent's waiters. */
 static void caps_lock_all(void)
 {
     for (unsigned i = 0; i < core.n; i++)
@@ -549,6 +552,15 @@ static void caps_unlock_all(void)
 {
     for (unsigned i = core.n; i-- > 0;)
         pthread_mutex_unlock(&core.backends[i].caps_lock);
+}
+
+static void caps_unlock_all_child(void)
+{
+    for (unsigned i = 0; i < core.n; i++) {
+        core.backends[i].probing = 0;
+        pthread_cond_init(&core.backends[i].probed, NULL);
+    }
+    caps_unlock_all();
 }
 
 static void load_all(void)
@@ -598,7 +610,7 @@ static void load_all(void)
             }
         }
     }
-    pthread_atfork(caps_lock_all, caps_unlock_all, caps_unlock_all);
+    pthread_atfork(caps_lock_all, caps_unlock_all, caps_unlock_all_child);
 }
 
 /* When libhp itself is unloaded (dlclose), give back the table's strings,
@@ -690,19 +702,45 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Probe again; keep the old figures if the probe fails or its record is
- * invalid. Caller holds caps_lock. */
-static void reprobe_locked(struct hp_backend *b)
+/* Probe b without its caps_lock (which every selection takes for a copy
+ * of the caps: a probe that hangs must not stop requests for other
+ * backends), one probe per backend at a time. Called and returns with
+ * caps_lock held; the caller has set b->probing. A failed or invalid
+ * probe keeps the last figures, or, for a first probe (deferred), leaves
+ * the backend unavailable with the reason. */
+static void probe_unlocked(struct hp_backend *b)
 {
-    if (b->deferred)
-        return;
+    int first = b->deferred;
     struct hp_backend_caps fresh;
     char why[256];
-    if (probe(b, &fresh, why, sizeof(why)) == HP_OK)
+    pthread_mutex_unlock(&b->caps_lock);
+    int rc = probe(b, &fresh, why, sizeof(why));
+    pthread_mutex_lock(&b->caps_lock);
+    if (rc == HP_OK) {
         b->caps = fresh;
-    else
+    } else if (first) {
+        memset(&b->caps, 0, sizeof(b->caps));
+        b->caps.size = sizeof(b->caps);
+        snprintf(b->caps.reason, sizeof(b->caps.reason), "%s", why);
+        hp_log("loader: %s: %s", b->name, why);
+    } else {
         hp_log("loader: %s keeps its last figures: %s", b->name, why);
+    }
     b->probed_ns = now_ns();
+    b->deferred = 0;
+    b->probing = 0;
+    pthread_cond_broadcast(&b->probed);
+}
+
+/* Probe again unless a first probe is due (it waits for a request that
+ * names the backend) or another thread is probing it now (its figures are
+ * as fresh). Caller holds caps_lock. */
+static void reprobe_locked(struct hp_backend *b)
+{
+    if (b->deferred || b->probing)
+        return;
+    b->probing = 1;
+    probe_unlocked(b);
 }
 
 void hp_backend_use_named(struct hp_core *c, const char *name)
@@ -711,19 +749,12 @@ void hp_backend_use_named(struct hp_core *c, const char *name)
     if (!b)
         return;
     pthread_mutex_lock(&b->caps_lock);
+    /* Only requests that name b wait for its first probe. */
+    while (b->deferred && b->probing)
+        pthread_cond_wait(&b->probed, &b->caps_lock);
     if (b->deferred) {
-        char why[256];
-        struct hp_backend_caps caps;
-        if (probe(b, &caps, why, sizeof(why)) == HP_OK) {
-            b->caps = caps;
-        } else {
-            memset(&b->caps, 0, sizeof(b->caps));
-            b->caps.size = sizeof(b->caps);
-            snprintf(b->caps.reason, sizeof(b->caps.reason), "%s", why);
-            hp_log("loader: %s: %s", b->name, why);
-        }
-        b->probed_ns = now_ns();
-        b->deferred = 0;
+        b->probing = 1;
+        probe_unlocked(b);
     }
     pthread_mutex_unlock(&b->caps_lock);
 }

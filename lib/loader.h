@@ -39,7 +39,12 @@ struct hp_backend {
     char description[128];              /* ops->description, printable ASCII, "" if NULL */
     int deferred;                       /* HP_KIND_OTHER not named yet: probe never
                                            called (guarded by caps_lock) */
-    pthread_mutex_t caps_lock;          /* guards caps during re-probe */
+    int probing;                        /* a thread is in ops->probe (guarded by
+                                           caps_lock, which a probe never holds) */
+    pthread_mutex_t caps_lock;          /* guards caps, deferred, probing, probed_ns;
+                                           held for copies only, never across a
+                                           plugin call */
+    pthread_cond_t probed;              /* broadcast when probing drops to 0 */
     struct hp_backend_caps caps;
     uint64_t probed_ns;                 /* CLOCK_MONOTONIC of the last probe; 0 = stale */
 };

@@ -188,6 +188,11 @@ int hp_os_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void 
     return 0;
 }
 
+int hp_os_fd_is_open(int fd)
+{
+    return fcntl(fd, F_GETFD) < 0 ? -errno : 0;
+}
+
 int hp_os_move_to(void *from, size_t len, void *to)
 {
     void *r = NULL, *p;

@@ -75,6 +75,10 @@ int hp_os_getcpu(unsigned *cpu, unsigned *node);
  * MPOL_F_ADDR); -ENOENT when the page is not resident, never faulting it in. */
 int hp_os_page_node(const void *addr, int *node);
 
+/* 0 if fd is an open descriptor of this process (fcntl F_GETFD), else
+ * -EBADF. */
+int hp_os_fd_is_open(int fd);
+
 /* Move the pages of [from, from + len) to to, which must be free address
  * space: it is reserved first (MAP_FIXED_NOREPLACE, which fails where
  * anything is mapped), then the pages move onto the reservation (mremap

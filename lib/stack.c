@@ -66,12 +66,12 @@ static int32_t populate(const struct hp_stack_map *m)
     if (!op)
         return HP_OK;  /* the contract's advise is optional: faults do it */
     hp_set_detail("");
-    int rc = op(b->self, &m->m, populate_flags(m->m.page_size));
+    int32_t rc = hp_backend_status(b, "advise", op(b->self, &m->m, populate_flags(m->m.page_size)));
     if (rc == HP_OK)
         return HP_OK;
     char detail[256];
     snprintf(detail, sizeof(detail), "%s", hp_last_error_detail());
-    return hp_fail(rc < 0 ? rc : HP_EBACKEND, "%s stack: prefaulting %llu bytes through "
+    return hp_fail(rc, "%s stack: prefaulting %llu bytes through "
                    "backend %s failed: %s", mode_name(m->m.page_size),
                    (unsigned long long)m->usable, b->name, detail);
 }

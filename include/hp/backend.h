@@ -61,7 +61,12 @@
  * HP_KIND_OTHER, only once a request (hp_alloc_opts.backend) or HP_BACKENDS
  * names it, never before — again (from any thread) before requests that
  * could use the backend when it sets HP_CAPS_REPROBE (at most every
- * 100 ms), and on hp_reprobe(); calls are serialised per backend. Under
+ * 100 ms), and on hp_reprobe(); calls are serialised per backend. No
+ * probe runs under a lock that requests for other backends take: a probe
+ * that hangs blocks only the requests that name its backend while its
+ * first probe runs (they wait for it); everyone else, hp_reprobe,
+ * hp_backend_get and fork included, uses the figures of its last probe
+ * meanwhile (a deferred backend: unavailable). Under
  * HP_DEBUG=1 the core logs "probing <file> (<name>)" before each call to
  * probe, and "loading <file>" before dlopen runs the plugin's constructors:
  * a probe that crashes takes the process down (libhp catches no signal),
@@ -356,7 +361,11 @@ struct hp_block_query {
  *   taken as HP_EBACKEND ("<op> returned unknown status N").
  * advise: apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping.
  * huge_bytes: huge-backed bytes of m now; NULL: host->measure_huge_bytes.
+ *   A negative value, or one above map_len, is not used: hp_info reports
+ *   host->measure_huge_bytes instead (and HP_DEBUG logs an oversized one).
  * query: fill q about m (see struct hp_block_query); NULL: all unknown.
+ *   hp_info reports a numa_node outside 0..1023 (Linux's largest
+ *   MAX_NUMNODES) and an fd that is not an open descriptor as -1.
  *   libhp's own backends fill numa_node with host->os_page_node of addr
  *   (-1 until the first page is touched) and leave fd at -1.
  * node_pool (since libhp 1.4; read only when size reaches it): a pooled

@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define PMD (UINT64_C(2) << 20)
 
 static const struct hp_host *host;
 static enum broken_case bcase;
 static struct hp_mapping first;  /* the first mapping handed out */
+static int maps_fail;             /* map fails from now on */
 
 static uint64_t round_up(uint64_t v, uint64_t unit)
 {
@@ -40,6 +42,8 @@ static int b_init(const struct hp_host *h, void **self)
 static int b_probe(void *self, struct hp_backend_caps *caps)
 {
     (void)self;
+    while (bcase == BC_PROBE_HANGS)
+        pause();
     caps->available = 1;
     caps->n_page_sizes = 2;
     caps->page_sizes[0] = host->base_page_size;
@@ -89,6 +93,8 @@ static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping
     case BC_MAP_NEGATIVE:
         return -999;
     default: {
+        if (maps_fail)
+            return HP_ENOMEM;
         int rc = good_map(req, out);
         if (rc == HP_OK && !first.addr)
             first = *out;
@@ -187,6 +193,20 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
     case BC_REMAP_STALE:
         *m = old;  /* the old place, unmapped by the move */
         break;
+    case BC_REMAP_MOVED_NOMEM:
+        maps_fail = 1;
+        /* fall through */
+    case BC_REMAP_MOVED_BLOCKED: {
+        /* A page of its own where the block started, so the pages cannot
+         * move back, and a result that is short. */
+        void *p;
+        if (host->os_map(old.addr, base, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0, &p) == 0 &&
+            p != old.addr)
+            host->os_unmap(p, base);
+        m->len = m->committed = len - base;
+        break;
+    }
     case BC_REMAP_OTHER_BLOCK:
         *m = first;  /* another live block, too short for new_len */
         break;
@@ -202,6 +222,8 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
 static int b_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     (void)self;
+    if (bcase == BC_ADVISE_NEGATIVE)
+        return -999;
     if (flags & HP_F_POPULATE)
         return host->os_advise(m->addr, m->len, MADV_POPULATE_WRITE) ? HP_ENOMEM : HP_OK;
     return HP_OK;
@@ -210,6 +232,8 @@ static int b_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 static int64_t b_huge_bytes(void *self, const struct hp_mapping *m)
 {
     (void)self;
+    if (bcase == BC_HUGE_BYTES_OVER)
+        return (int64_t)(2 * m->map_len);
     return host->measure_huge_bytes(m->addr, m->len);
 }
 
@@ -217,6 +241,12 @@ static int b_query(void *self, const struct hp_mapping *m, struct hp_block_query
 {
     (void)self;
     int node;
+    if (bcase == BC_QUERY_GARBAGE) {
+        q->numa_node = 5000;
+        q->fd = 9999;
+        q->fd_offset = 4096;
+        return HP_OK;
+    }
     if (host->size >= offsetof(struct hp_host, os_page_node) + sizeof(host->os_page_node) &&
         host->os_page_node(m->addr, &node) == 0)
         q->numa_node = node;

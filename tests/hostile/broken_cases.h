@@ -21,11 +21,17 @@
     X(BC_REMAP_STALE, "remap-stale")       /* moved, m left at the old address */         \
     X(BC_REMAP_FAIL_MOVED, "remap-fail-moved") /* moved, then an error (m updated) */     \
     X(BC_REMAP_FAIL_UNMAPPED, "remap-fail-unmapped") /* unmapped, then an error */        \
+    X(BC_REMAP_MOVED_BLOCKED, "remap-moved-blocked") /* short, old address taken */     \
+    X(BC_REMAP_MOVED_NOMEM, "remap-moved-nomem") /* the same, and no map works after */   \
     X(BC_REMAP_OTHER_BLOCK, "remap-other-block") /* moved, returns the first block mapped */ \
     X(BC_REMAP_POSITIVE, "remap-positive") /* status +5, nothing done */                  \
     X(BC_REMAP_NEGATIVE, "remap-negative") /* status -999, nothing done */                \
     X(BC_MAP_POSITIVE, "map-positive")     /* map: status +5 */                           \
-    X(BC_MAP_NEGATIVE, "map-negative")     /* map: status -999 */
+    X(BC_MAP_NEGATIVE, "map-negative")     /* map: status -999 */                         \
+    X(BC_PROBE_HANGS, "probe-hangs")       /* probe never returns */                      \
+    X(BC_ADVISE_NEGATIVE, "advise-negative") /* advise: status -999 */                    \
+    X(BC_HUGE_BYTES_OVER, "huge-bytes-over") /* huge_bytes: twice the mapping */          \
+    X(BC_QUERY_GARBAGE, "query-garbage")   /* query: node 5000, fd 9999 (not open) */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

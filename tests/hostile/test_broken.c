@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,11 +42,15 @@ enum scenario {
     SC_GROW,           /* hp_realloc of a 64 KiB block to 1 MiB */
     SC_SHRINK,         /* hp_realloc of a 1 MiB block to 64 KiB */
     SC_WORKS,          /* everything works (the control) */
+    SC_PROBE_HANG,     /* a thread hangs in the plugin's first probe: others go on */
+    SC_POPULATE,       /* a populated block and stack of the plugin's must fail */
+    SC_INFO,           /* hp_info of a block of the plugin's gives sane figures */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
 #define F_PLUGIN_LEAKS 0x2 /* the plugin loses track of a mapping of its own */
 #define F_NEIGHBOUR 0x4    /* another block of the plugin's is live (and must stay intact) */
+#define F_ELSEWHERE 0x8    /* the resized block must be served by another backend */
 
 struct bcase {
     enum broken_case id;
@@ -67,11 +72,17 @@ static const struct bcase cases[] = {
     {BC_REMAP_STALE, SC_GROW, "the block is lost", F_LOST | F_PLUGIN_LEAKS},
     {BC_REMAP_FAIL_MOVED, SC_GROW, "no longer where it was", 0},
     {BC_REMAP_FAIL_UNMAPPED, SC_GROW, "the block is lost", F_LOST},
+    {BC_REMAP_MOVED_BLOCKED, SC_GROW, "cannot move back", F_PLUGIN_LEAKS},
+    {BC_REMAP_MOVED_NOMEM, SC_GROW, "cannot move back", F_PLUGIN_LEAKS | F_ELSEWHERE},
     {BC_REMAP_OTHER_BLOCK, SC_GROW, "memory of another block", F_LOST | F_PLUGIN_LEAKS | F_NEIGHBOUR},
     {BC_REMAP_POSITIVE, SC_GROW, "unknown status 5", 0},
     {BC_REMAP_NEGATIVE, SC_GROW, "unknown status -999", 0},
     {BC_MAP_POSITIVE, SC_ALLOC, "unknown status 5", 0},
     {BC_MAP_NEGATIVE, SC_ALLOC, "unknown status -999", 0},
+    {BC_PROBE_HANGS, SC_PROBE_HANG, NULL, 0},
+    {BC_ADVISE_NEGATIVE, SC_POPULATE, "unknown status -999", 0},
+    {BC_HUGE_BYTES_OVER, SC_INFO, "huge_bytes returned", 0},
+    {BC_QUERY_GARBAGE, SC_INFO, NULL, 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -206,6 +217,12 @@ static int resize_one(const struct bcase *c, size_t from, size_t to)
         CHECK(hp_free(p) != HP_OK);
         return 0;
     }
+    if (c->flags & F_ELSEWHERE) {
+        /* The block left its address and the plugin cannot map a copy:
+         * the bytes go to another backend rather than be lost. */
+        struct hp_block_info info = HP_BLOCK_INFO_INIT;
+        CHECK(q && hp_info(q, &info) == HP_OK && strcmp(info.backend, "broken") != 0);
+    }
     if (q) {
         CHECK(checksum(q, kept) == kept_sum);
         for (size_t i = kept; i < to; i++)
@@ -217,6 +234,83 @@ static int resize_one(const struct bcase *c, size_t from, size_t to)
         CHECK(checksum(p, from) == sum);
         CHECK(hp_free(p) == HP_OK);
     }
+    return 0;
+}
+
+static void *hang_in_probe(void *arg)
+{
+    (void)arg;
+    alloc_named(64 << 10);  /* never returns */
+    return NULL;
+}
+
+/* A thread names the plugin and hangs in its first probe. Requests for
+ * other backends, the backend list, hp_reprobe and a fork (whose child
+ * allocates) all go on; only requests naming the plugin wait. Ends the
+ * process itself (_exit): the hung thread never returns. */
+static int probe_hang(void)
+{
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, hang_in_probe, NULL) == 0);
+    for (int i = 0; i < 500 && !logged("probing"); i++)
+        usleep(10000);
+    CHECK(logged("probing"));
+    usleep(50000);  /* well inside the probe */
+    void *p = hp_alloc(1 << 20, 0);
+    CHECK(p && hp_free(p) == HP_OK);
+    int32_t n = hp_backend_count();
+    for (int32_t i = 0; i < n; i++) {
+        struct hp_backend_info info = HP_BACKEND_INFO_INIT;
+        CHECK(hp_backend_get((uint32_t)i, &info) == HP_OK);
+    }
+    CHECK(hp_reprobe() == HP_OK);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        void *q = hp_alloc(64 << 10, 0);
+        _exit(q && hp_free(q) == HP_OK ? 0 : 1);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    fflush(NULL);
+    _exit(0);
+}
+
+/* HP_F_POPULATE on a block, and HP_STACK_POPULATE on a stack
+ * (HP_BACKENDS=broken, set for this case by one_case), go through the
+ * plugin's advise: its status must come back as a clear error. */
+static int populate_fails(const struct bcase *c)
+{
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "broken";
+    void *p = hp_alloc_ex(64 << 10, &o);
+    CHECK(p);
+    CHECK(hp_free(p) == HP_OK);
+    o.flags = HP_F_POPULATE;
+    p = hp_alloc_ex(64 << 10, &o);
+    CHECK(!p && hp_last_error() == HP_EBACKEND && told(c->rule));
+    struct hp_stack_opts so = HP_STACK_OPTS_INIT;
+    so.flags = HP_STACK_POPULATE;
+    struct hp_stack *s = hp_stack_create_ex(256 << 10, &so);
+    CHECK(!s && hp_last_error() == HP_EBACKEND && told(c->rule));
+    return 0;
+}
+
+/* hp_info of a block of the plugin's: huge_bytes within the mapping, a
+ * node and a descriptor that can be real. */
+static int info_sane(const struct bcase *c)
+{
+    unsigned char *p = alloc_named(1 << 20);
+    CHECK(p);
+    memset(p, 1, 1 << 20);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHECK(hp_info(p, &info) == HP_OK);
+    CHECK(info.huge_bytes <= info.mapped_size);
+    CHECK(info.numa_node >= -1 && info.numa_node < 1024);
+    CHECK(info.fd == -1 && info.fd_offset == 0);
+    if (c->rule)
+        CHECK(logged(c->rule));
+    CHECK(hp_free(p) == HP_OK);
     return 0;
 }
 
@@ -266,6 +360,14 @@ static int run_case(const struct bcase *c)
         CHECK(!p && hp_last_error() == HP_EBACKEND && told(c->rule));
         break;
     }
+    case SC_PROBE_HANG:
+        return probe_hang();
+    case SC_POPULATE:
+        rc = populate_fails(c);
+        break;
+    case SC_INFO:
+        rc = info_sane(c);
+        break;
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;
@@ -308,6 +410,8 @@ static void one_case(void **state)
         setenv("HP_BACKEND_PATH", plugin_dir, 1);
         setenv("HP_BROKEN_CASE", name, 1);
         setenv("HP_DEBUG", "1", 1);
+        if (c->sc == SC_POPULATE)
+            setenv("HP_BACKENDS", "broken", 1);  /* stacks name no backend */
         alarm(getenv("HPTEST_VALGRIND") ? 120 : 30);  /* a hang is a SIGALRM death */
         exit(run_case(c));  /* exit: the sanitizers' and memcheck's leak checks run */
     }
