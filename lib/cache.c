@@ -310,10 +310,8 @@ static void drop(struct shard *s, unsigned k, struct hp_backend *be, struct vict
  * source VMA before it unmaps the moved range). The block left behind would
  * then no longer own its pages, and after a fork, with the pool empty, its
  * own copy-on-write would be SIGBUS instead of taking the page back from
- * the child (hugetlb_wp). The lock, which fork waits for (lock_all), keeps
- * fork from seeing the piece between the two halves of the split. On
- * failure (-errno) e is unchanged, but may be partly split or MADV_DONTFORK:
- * the caller drops it. */
+ * the child (hugetlb_wp). On failure (-errno) e is unchanged, but may be
+ * partly split: the caller drops it. */
 static int cut_front(struct range *e, uint64_t n)
 {
     if (e->flags & HP_MAP_POOL) {

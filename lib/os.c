@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -518,16 +519,74 @@ int hp_os_split(void *addr, size_t len)
     /* madvise splits a VMA at the ends of the range it changes a flag of
      * (mm/madvise.c madvise_update_vma). The pieces of a hugetlb VMA stay
      * apart after: fs/hugetlbfs/inode.c hugetlbfs_file_mmap sets
-     * VM_DONTEXPAND, and mm/vma.c never merges VM_SPECIAL VMAs. */
-    int rc = hp_os_advise(addr, len, MADV_DONTFORK);
-    int back = hp_os_advise(addr, len, MADV_DOFORK);  /* also after a partial failure */
+     * VM_DONTEXPAND, and mm/vma.c never merges VM_SPECIAL VMAs. The flag is
+     * the read-ahead hint (VM_RAND_READ), meaningless for anonymous memory,
+     * and both of its changes are accepted on a hugetlb VMA by every kernel
+     * tested. Not the fork flag: Linux 7.3 sets VM_DONTCOPY on a hugetlb
+     * VMA (MADV_DONTFORK) but refuses to clear it again (MADV_DOFORK gives
+     * EINVAL there; docs/kernels.md). */
+    int rc = hp_os_advise(addr, len, MADV_RANDOM);
+    int back = hp_os_advise(addr, len, MADV_NORMAL);  /* also after a partial failure */
     return rc ? rc : back;
+}
+
+struct vmflag_walk {
+    uintptr_t lo, hi;   /* the range asked about */
+    uintptr_t next;     /* its first byte no VMA seen so far covers */
+    const char *flag;   /* two letters, as smaps prints them */
+    int inside;         /* the current VMA overlaps [lo, hi) */
+    int found;
+};
+
+static int vmflag_line(const char *line, void *ctx)
+{
+    struct vmflag_walk *w = ctx;
+    uintptr_t start, end;
+    char tail;
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR "%c", &start, &end, &tail) == 3 && tail == ' ') {
+        if (start >= w->hi)
+            return 1;  /* VMAs come in address order: done */
+        w->inside = end > w->lo && start < w->hi;
+        if (w->inside && start <= w->next && end > w->next)
+            w->next = end;
+        return 0;
+    }
+    if (!w->inside || strncmp(line, "VmFlags:", 8))
+        return 0;
+    for (const char *p = line + 8; (p = strstr(p, w->flag)); p += 2)
+        if (p[-1] == ' ' && (p[2] == ' ' || p[2] == '\0'))
+            w->found = 1;
+    return 0;
+}
+
+int hp_os_vma_flag(void *addr, size_t len, const char *flag)
+{
+    struct vmflag_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, (uintptr_t)addr, flag, 0, 0};
+    if (strlen(flag) != 2)
+        return -EINVAL;
+    int rc = hp_os_each_line("/proc/self/smaps", vmflag_line, &w);
+    if (rc < 0)
+        return rc;
+    if (w.next < w.hi)
+        return -ENOMEM;  /* a hole: not all of it is mapped */
+    return w.found;
 }
 
 int hp_os_renew(void *addr, size_t len)
 {
     int rc = hp_os_protect(addr, len, PROT_READ | PROT_WRITE);
-    return rc ? rc : hp_os_advise(addr, len, MADV_DOFORK);
+    if (rc)
+        return rc;
+    rc = hp_os_advise(addr, len, MADV_DOFORK);
+    if (rc != -EINVAL)
+        return rc;
+    /* Linux 7.3 refuses MADV_DOFORK on every hugetlb VMA, a fresh one
+     * included (measured; docs/kernels.md), though MADV_DONTFORK still
+     * sets VM_DONTCOPY there. The range is as a fresh mapping would be if
+     * none of its VMAs has that flag ("dc" in smaps VmFlags,
+     * Documentation/filesystems/proc.rst); otherwise it cannot be undone. */
+    rc = hp_os_vma_flag(addr, len, "dc");
+    return rc == 0 ? 0 : rc < 0 ? rc : -EINVAL;
 }
 
 int hp_os_check_mapped(void *addr, size_t len)

@@ -45,13 +45,21 @@ int hp_os_protect(void *addr, size_t len, int prot);
 /* Make [addr, addr + len) inaccessible (a stack guard). 0 or -errno. */
 int hp_os_guard(void *addr, size_t len);
 /* Make [addr, addr + len) whole VMAs: the kernel splits the VMAs it starts
- * or ends in, and the range is left copied on fork (MADV_DOFORK), the
- * default. The caller holds back fork: in between, the range is
- * MADV_DONTFORK. 0 or -errno. */
+ * or ends in. The range is left with the default read-ahead hint
+ * (MADV_NORMAL); its fork flag is not touched. 0 or -errno. */
 int hp_os_split(void *addr, size_t len);
 /* Give [addr, addr + len) the protection and fork flag of a fresh private
- * mapping: read-write (mprotect), copied on fork (MADV_DOFORK). 0 or -errno. */
+ * mapping: read-write (mprotect), copied on fork (MADV_DOFORK). Where the
+ * kernel refuses MADV_DOFORK (EINVAL: Linux 7.3 on hugetlb VMAs) it is 0
+ * when no VMA of the range is marked not to be copied (it reads
+ * /proc/self/smaps up to the range), else -EINVAL. 0 or -errno. */
 int hp_os_renew(void *addr, size_t len);
+/* 1 if some VMA overlapping [addr, addr + len) shows flag (two letters, as
+ * in the VmFlags line of /proc/self/smaps: "dc" is VM_DONTCOPY), 0 if none
+ * does, -ENOMEM if part of the range is not mapped, else -errno. Reads
+ * smaps up to the range only, but that still costs a page table walk of
+ * every VMA below it: not for hot paths. */
+int hp_os_vma_flag(void *addr, size_t len, const char *flag);
 
 /* madvise(MADV_DONTNEED): the pages of private anonymous (not hugetlb,
  * not shared) memory in [addr, addr+len) go back to the kernel; the range

@@ -127,7 +127,8 @@ HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts);
  * hp_cache_trim() (hp/cache.h); any other block is unmapped at once.
  * hp_free undoes two things the caller may have done to the block's pages:
  * mprotect (cached memory is made read-write) and madvise(MADV_DONTFORK)
- * (inherited by fork again). Other advice or policy on the pages
+ * (inherited by fork again; where the kernel cannot undo it, as Linux 7.3
+ * on hugetlb pages, such a block is unmapped, not cached). Other advice or policy on the pages
  * (MADV_WIPEONFORK, MADV_NOHUGEPAGE, mlock, mbind) stays with the memory
  * and would reach the next block served from it: undo it before hp_free.
  * Freeing a block again is HP_EDOUBLEFREE (docs/robustness.md gives the

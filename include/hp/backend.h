@@ -276,7 +276,9 @@ struct hp_map_request {
  * the core unless HP_F_NOZERO. Before it caches a freed block the core
  * makes its committed bytes read-write (mprotect) and inherited by fork
  * (MADV_DOFORK) again, whatever the caller or the plugin set; if that
- * fails the block goes to unmap. In a child after fork(), cached ranges it
+ * fails the block goes to unmap. Where the kernel refuses MADV_DOFORK on
+ * the mapping (Linux 7.3, hugetlb), a block some part of which is marked
+ * MADV_DONTFORK goes to unmap too; an unmarked one is cached. In a child after fork(), cached ranges it
  * inherited are dropped with munmap, without a call into the plugin.
  * Without the flag, a freed block is unmapped at once and never reused.
  * The cache keeps only mappings whose page_size is above the base page. */
@@ -296,7 +298,7 @@ struct hp_map_request {
  * reused from the cache in either process, are unmapped when freed, and
  * such a block grows by copying, not by remap. A piece the cache carves
  * out of such a range is first split off as VMAs of its own (madvise
- * MADV_DONTFORK then MADV_DOFORK over the piece; hugetlb VMAs stay split,
+ * MADV_RANDOM then MADV_NORMAL over the piece; hugetlb VMAs stay split,
  * plain anonymous ones merge back): on Linux, moving part of a private
  * hugetlb VMA with mremap takes the reservation owner mark off all of it,
  * and a write to the rest after a fork, with the pool empty, would then be

@@ -681,7 +681,9 @@ static void growth_moves_page_tables_not_bytes(void **state)
 
 /* hp_free undoes the caller's mprotect and madvise(MADV_DONTFORK) on the
  * block's pages: a block reused from the cache is writable, zeroed and
- * inherited by a child, like a fresh one. */
+ * inherited by a child, like a fresh one. Where the kernel cannot undo
+ * MADV_DONTFORK (MADV_DOFORK is EINVAL: Linux 7.3 on hugetlb VMAs) the
+ * block must not be cached at all: the next one is fresh, and inherited. */
 static int reuse_after_user_changes(void *arg)
 {
     const char *be = arg;
@@ -697,10 +699,19 @@ static int reuse_after_user_changes(void *arg)
     CHILD_CHECK(q == p && c1.hits == c0.hits + 1);  /* the cached range came back */
     CHILD_CHECK(rt_nonzero(q, 0, 4 * MIB, 0) == 0);
     memset(q, 8, 4 * MIB);  /* read-only before: SIGSEGV */
+    int undo = madvise(q, 4 * MIB, MADV_DOFORK) == 0;
+    CHILD_CHECK(undo || errno == EINVAL);
+    fprintf(stderr, "# %s: the kernel %s MADV_DOFORK\n", be, undo ? "accepts" : "refuses");
     CHILD_CHECK(madvise(q, 4 * MIB, MADV_DONTFORK) == 0);
     CHILD_CHECK(hp_free(q) == HP_OK);
+    hp_cache_get_figures(&c0);
     unsigned char *r = rt_alloc(be, 4 * MIB, 0);
-    CHILD_CHECK(r == q);
+    hp_cache_get_figures(&c1);
+    CHILD_CHECK(r != NULL);
+    if (undo)
+        CHILD_CHECK(r == q && c1.hits == c0.hits + 1);
+    else
+        CHILD_CHECK(c0.bytes == 0 && c1.hits == c0.hits);  /* released, not cached */
     memset(r, 9, 4 * MIB);
     fflush(NULL);
     pid_t pid = fork();
@@ -736,6 +747,79 @@ static void freed_block_forgets_protection_and_fork_flag(void **state)
     if (!checked)
         skip();
     rt_expect_clean(before, "reuse after user changes");
+}
+
+/* Where the kernel refuses MADV_DOFORK (as Linux 7.3 does on hugetlb
+ * VMAs), hp_free caches a block only if none of its pages is marked
+ * MADV_DONTFORK, which it reads from /proc/self/smaps ("dc"). The refusal
+ * is injected here (the free's madvise fails with EINVAL), so this runs on
+ * every kernel: a clean block is cached and comes back, a marked one is
+ * unmapped, and the next block is inherited by a fork child. */
+static int renew_where_dofork_is_refused(void *arg)
+{
+    const char *be = arg;
+    struct hp_cache_figures c0, c1;
+    for (int marked = 0; marked < 2; marked++) {
+        unsigned char *p = rt_alloc(be, 4 * MIB, 0);
+        CHILD_CHECK(p != NULL);
+        memset(p, 5, 4 * MIB);
+        if (marked)
+            CHILD_CHECK(madvise(p, 4 * MIB, MADV_DONTFORK) == 0);
+        uint64_t advised = hp_os_calls(HP_OS_ADVISE);
+        hp_os_inject_fault(HP_OS_ADVISE, 1, EINVAL, 0);  /* hp_os_renew's MADV_DOFORK */
+        CHILD_CHECK(hp_free(p) == HP_OK);
+        hp_os_clear_faults();
+        CHILD_CHECK(hp_os_calls(HP_OS_ADVISE) > advised);
+        hp_cache_get_figures(&c0);
+        CHILD_CHECK(c0.bytes == (marked ? 0 : 4 * MIB));
+        unsigned char *q = rt_alloc(be, 4 * MIB, 0);
+        hp_cache_get_figures(&c1);
+        CHILD_CHECK(q != NULL && c1.hits == c0.hits + !marked && (marked || q == p));
+        CHILD_CHECK(rt_nonzero(q, 0, 4 * MIB, 1) == 0);
+        memset(q, 6, 4 * MIB);
+        fflush(NULL);
+        pid_t pid = fork();
+        CHILD_CHECK(pid >= 0);
+        if (pid == 0)
+            _exit(q[0] == 6 && q[4 * MIB - 1] == 6 ? 0 : 1);  /* not inherited: SIGSEGV */
+        int st = 0;
+        CHILD_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        CHILD_CHECK(hp_free(q) == HP_OK);
+    }
+    /* The smaps reader itself: a flag of a range, and a hole in it. */
+    unsigned char *m = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                            -1, 0);
+    CHILD_CHECK(m != MAP_FAILED);
+    CHILD_CHECK(hp_os_vma_flag(m, 3 * 4096, "dc") == 0);
+    CHILD_CHECK(madvise(m + 2 * 4096, 4096, MADV_DONTFORK) == 0);
+    CHILD_CHECK(hp_os_vma_flag(m, 2 * 4096, "dc") == 0);
+    CHILD_CHECK(hp_os_vma_flag(m + 4096, 2 * 4096, "dc") == 1);
+    CHILD_CHECK(munmap(m + 4096, 4096) == 0);
+    CHILD_CHECK(hp_os_vma_flag(m, 3 * 4096, "dc") == -ENOMEM);
+    CHILD_CHECK(hp_os_vma_flag(m, 4096, "d") == -EINVAL);
+    munmap(m, 3 * 4096);
+    return 0;
+}
+
+static void renew_checks_smaps_where_dofork_is_refused(void **state)
+{
+    (void)state;
+    rt_cache(64 * MIB, 0);
+    struct rt_snapshot before = rt_snap();
+    const char *backends[] = {"thp-madvise", "hugetlbfs"};
+    unsigned checked = 0;
+    for (unsigned i = 0; i < 2; i++) {
+        if (!rt_available(backends[i])) {
+            fprintf(stderr, "# %s unavailable here: not checked\n", backends[i]);
+            continue;
+        }
+        checked++;
+        int st = run_in_child(renew_where_dofork_is_refused, (void *)backends[i]);
+        RT_CHECK(st == 0, "%s: free with MADV_DOFORK refused exited with %d", backends[i], st);
+    }
+    if (!checked)
+        skip();
+    rt_expect_clean(before, "renew where MADV_DOFORK is refused");
 }
 
 /* When the cache cannot split a pool range (madvise fails) it releases the
@@ -880,6 +964,7 @@ int main(void)
         cmocka_unit_test(growth_of_a_carved_block_spares_its_neighbour),
         cmocka_unit_test(growth_moves_page_tables_not_bytes),
         cmocka_unit_test(freed_block_forgets_protection_and_fork_flag),
+        cmocka_unit_test(renew_checks_smaps_where_dofork_is_refused),
         cmocka_unit_test(failed_split_or_renew_loses_nothing),
         cmocka_unit_test(nopool_blocks_are_writable_after_fork_with_pool_empty),
     };
