@@ -39,6 +39,8 @@ static void thp_keeps_pmds_through_20_growths(void **state)
         skip();
     rt_cache(0, 0);
     struct rt_snapshot before = rt_snap();
+    int nb = numa_balancing_away(1);
+    RT_CHECK(nb == 0 || nb == -ENOSYS, "set_mempolicy: %s", strerror(-nb));
     uint64_t rng = 2024, size = 4 * MIB;
     unsigned char *p = rt_alloc("thp-madvise", size, 0);
     RT_CHECK(p != NULL, "alloc");
@@ -68,6 +70,7 @@ static void thp_keeps_pmds_through_20_growths(void **state)
     RT_CHECK(ahp >= want - 2048, "AnonHugePages %ld kB, expected about %ld kB", ahp, want);
     RT_CHECK(info.huge_bytes >= (uint64_t)(want - 2048) * 1024, "huge_bytes %llu",
              (unsigned long long)info.huge_bytes);
+    numa_balancing_away(0);
     RT_CHECK(hp_free(p) == HP_OK, "free");
     rt_expect_clean(before, "thp growths");
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -305,4 +306,10 @@ int run_in_child(int (*fn)(void *), void *arg)
         if (errno != EINTR)
             return -errno;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int numa_balancing_away(int on)
+{
+    /* MPOL_DEFAULT 0, MPOL_LOCAL 4 (linux/mempolicy.h; no libnuma). */
+    return syscall(SYS_set_mempolicy, on ? 4 : 0, NULL, 0UL) == 0 ? 0 : -errno;
 }

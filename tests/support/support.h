@@ -23,6 +23,17 @@ void knob_restore_all(void);
 /* Read a knob's raw contents (newline stripped) into buf; 0 or -errno. */
 int knob_get(const char *path, char *buf, size_t cap);
 
+/* NUMA balancing (/proc/sys/kernel/numa_balancing) off the calling
+ * thread's memory and that of the threads it creates after: on (1), the
+ * thread's policy becomes MPOL_LOCAL, which the balancer does not scan
+ * (kernel/sched/fair.c task_numa_work skips VMAs whose policy lacks
+ * MPOL_F_MOF, mm/mempolicy.c vma_policy_mof); off (0), the default policy
+ * again. For tests that measure how pages are mapped: on Linux 6.1 with
+ * two nodes, the balancer leaves some THP mapped by PTEs (seen after
+ * mremap growth and on 128 thread stacks; docs/kernels.md). Returns 0 or
+ * -errno (ENOSYS: no NUMA). */
+int numa_balancing_away(int on);
+
 /* nr_hugepages for a page size in KiB: set and read back (the kernel may
  * give fewer). Returns the count now in the pool, or -errno. */
 long pool_set(unsigned long size_kb, unsigned long pages);
