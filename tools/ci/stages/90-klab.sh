@@ -9,9 +9,15 @@
 #
 # What runs, and why only that (the whole test command must stay under 30
 # minutes; docs/kernel-lab.md has the measured times per suite and kernel):
-#   7.3 (the newest packaged kernel): suites kernel and stack.
+#   7.3 (the newest packaged kernel): suites kernel, realloc and stack
+#   (about 7.5 min under TCG on a loaded 2-CPU machine).
+# Not yet 6.1 (Debian 12's kernel): there kernel-hugetlb
+# pool_snapshot_identical fails when the kernel cannot reserve again at run
+# time the 1 GiB pages the test released, and realloc-huge
+# growth_of_a_carved_block_spares_its_neighbour when a block of two hugetlb
+# VMAs grows (it is copied; docs/kernels.md).
 set -u
 [ -e build/build.ninja ] || { echo "90-klab: no build/; the build stage must run first" >&2; echo "0 1" >> "$HP_RESULTS"; exit 1; }
 rc=0
-tools/klab/run --build build --suite kernel --suite stack 7.3 || rc=1
+tools/klab/run --build build --suite kernel --suite realloc --suite stack 7.3 || rc=1
 exit $rc
