@@ -5,8 +5,9 @@
  * more, fallback blocks, and the pool drained by another process between
  * libhp's probe and its mmap (never a SIGBUS).
  *
- * Knobs (restored at exit): a 2 MiB pool of POOL pages, the 1 GiB pool
- * empty (one page for the 1 GiB test), THP enabled=madvise, mTHP off.
+ * Knobs (restored at exit): a 2 MiB pool of POOL pages, no 1 GiB page
+ * usable (one for the 1 GiB test; kt_pool_usable holds the others, so that
+ * pages reserved at boot stay), THP enabled=madvise, mTHP off.
  */
 #include <hp.h>
 
@@ -56,8 +57,8 @@ static int teardown(void **state)
     (void)state;
     kt_drainers_stop_all();
     kt_free_held();
-    if (kt_pool_exists(1048576) && pool_get(1048576, "nr_hugepages") != 0)
-        pool_set(1048576, 0);
+    if (kt_pool_exists(1048576) && kt_pool_unreserved(1048576) != 0)
+        kt_pool_usable(1048576, 0);
     hp_reprobe();
     return 0;
 }
@@ -91,7 +92,8 @@ static void exercise_hugetlb(size_t len, const char *backend, uint64_t flags, ui
     unsigned long kb = (unsigned long)(ps >> 10);
     uint64_t mapped = kt_round_up(len, ps);
     long pages = (long)(mapped / ps), nr = pool_get(kb, "nr_hugepages");
-    EXPECT_POOL(kb, nr, 0, "before the allocation");
+    long held = kt_pool_held(kb);  /* reserved by us, never faulted */
+    EXPECT_POOL(kb, nr, held, "before the allocation");
 
     char *p = kt_must_alloc(len, backend, NULL, flags);
     struct hp_block_info info = kt_info(p);
@@ -103,7 +105,7 @@ static void exercise_hugetlb(size_t len, const char *backend, uint64_t flags, ui
     /* No MAP_NORESERVE, and populated before hp_alloc returns: every page
      * is taken from the pool (none left merely reserved) before any touch,
      * so no first touch can SIGBUS. */
-    EXPECT_POOL(kb, nr - pages, 0, "mapped (populated), not touched");
+    EXPECT_POOL(kb, nr - pages, held, "mapped (populated), not touched");
     KT_CHECK(info.huge_bytes == mapped, "huge_bytes %llu of %llu before any touch",
              (unsigned long long)info.huge_bytes, (unsigned long long)mapped);
 
@@ -111,7 +113,7 @@ static void exercise_hugetlb(size_t len, const char *backend, uint64_t flags, ui
         expect_fill_ok(p, mapped, 0x5a);
     else
         touch_pages(p, len);
-    EXPECT_POOL(kb, nr - pages, 0, "touched");
+    EXPECT_POOL(kb, nr - pages, held, "touched");
 
     struct kt_vma v;
     KT_CHECK(kt_vma_of(p, &v) == 0, "no mapping in smaps");
@@ -131,7 +133,7 @@ static void exercise_hugetlb(size_t len, const char *backend, uint64_t flags, ui
 
     kt_release(p);
     kt_expect_unmapped(p, mapped);
-    EXPECT_POOL(kb, nr, 0, "after hp_free");
+    EXPECT_POOL(kb, nr, held, "after hp_free");
 }
 
 static void hugetlb_2m_named(void **state)
@@ -380,9 +382,9 @@ static void hugetlb_1g(void **state)
     if (!kt_pool_exists(1048576))
         KT_SKIP("this kernel has no 1 GiB hugetlb pages (%s/hugepages-1048576kB missing)",
                 KT_POOLS);
-    long got = pool_set(1048576, 1);
+    long got = kt_pool_usable(1048576, 1);
     if (got != 1) {
-        pool_set(1048576, 0);
+        kt_pool_usable(1048576, 0);
         KT_SKIP("could not reserve one 1 GiB page (the kernel gave %ld): memory too "
                 "fragmented or too small", got);
     }
@@ -390,7 +392,7 @@ static void hugetlb_1g(void **state)
     exercise_hugetlb(KT_1G, "hugetlbfs", HP_F_PAGE_1G, KT_1G);
     /* Exactly 1 GiB: no waste with either size, so the larger page wins. */
     exercise_hugetlb(KT_1G, NULL, 0, KT_1G);
-    KT_CHECK(pool_set(1048576, 0) == 0, "1 GiB pool did not shrink back");
+    KT_CHECK(kt_pool_usable(1048576, 0) == 0, "1 GiB pool not held back again");
     hp_reprobe();
     EXPECT_POOL(2048, POOL, 0, "2 MiB pool after the 1 GiB test");
 }
@@ -415,7 +417,8 @@ static void setup(void)
         return;
     kt_snapshot_take(&before_all);
     if (kt_thp_knob("enabled", "madvise") || kt_mthp_all("never") ||
-        (kt_pool_exists(1048576) && kt_pool_exact(1048576, 0)) || kt_pool_exact(2048, POOL))
+        (kt_pool_exists(1048576) && kt_pool_usable_exact(1048576, 0)) ||
+        kt_pool_exact(2048, POOL))
         return;
     if (pool2m("free_hugepages") != POOL || pool2m("resv_hugepages") != 0) {
         snprintf(kt_skip_all, sizeof(kt_skip_all),

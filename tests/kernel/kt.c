@@ -156,6 +156,99 @@ int kt_pool_exact(unsigned long size_kb, unsigned long pages)
     return 0;
 }
 
+/* Pool pages held by reservations of this process (kt_pool_usable). */
+#define KT_HOLDS 64
+static struct {
+    unsigned long kb;
+    void *p;
+} holds[KT_HOLDS];
+
+long kt_pool_held(unsigned long size_kb)
+{
+    long n = 0;
+    for (int i = 0; i < KT_HOLDS; i++)
+        n += holds[i].p && holds[i].kb == size_kb;
+    return n;
+}
+
+long kt_pool_unreserved(unsigned long size_kb)
+{
+    long free = pool_get(size_kb, "free_hugepages"), rsvd = pool_get(size_kb, "resv_hugepages");
+    if (free < 0 || rsvd < 0)
+        return free < 0 ? free : rsvd;
+    return free > rsvd ? free - rsvd : 0;
+}
+
+static int hold_one(unsigned long size_kb)
+{
+    int slot = 0;
+    while (slot < KT_HOLDS && holds[slot].p)
+        slot++;
+    if (slot == KT_HOLDS)
+        return -ENOSPC;
+    size_t len = (size_t)size_kb << 10;
+    int shift = __builtin_ctzl(len);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), -1, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    madvise(p, len, MADV_DONTFORK);
+    holds[slot].kb = size_kb;
+    holds[slot].p = p;
+    return 0;
+}
+
+static void let_go(unsigned long size_kb, long n)
+{
+    for (int i = KT_HOLDS - 1; i >= 0 && n > 0; i--)
+        if (holds[i].p && holds[i].kb == size_kb) {
+            munmap(holds[i].p, (size_t)size_kb << 10);
+            holds[i].p = NULL;
+            n--;
+        }
+}
+
+long kt_pool_usable(unsigned long size_kb, long n)
+{
+    long have = kt_pool_unreserved(size_kb);
+    if (have < 0)
+        return have;
+    if (have < n) {
+        let_go(size_kb, n - have);
+        have = kt_pool_unreserved(size_kb);
+    }
+    if (have < n) {
+        long nr = pool_get(size_kb, "nr_hugepages");
+        if (nr < 0)
+            return nr;
+        long got = pool_set(size_kb, (unsigned long)(nr + n - have));
+        if (got < 0)
+            return got;
+        have = kt_pool_unreserved(size_kb);
+    }
+    while (have > n) {
+        int rc = hold_one(size_kb);
+        if (rc)
+            return rc;
+        have = kt_pool_unreserved(size_kb);
+    }
+    return have;
+}
+
+int kt_pool_usable_exact(unsigned long size_kb, long n)
+{
+    long got = kt_pool_usable(size_kb, n);
+    if (got == n)
+        return 0;
+    if (got < 0)
+        snprintf(kt_skip_all, sizeof(kt_skip_all), "cannot make %ld pages of %lu kB usable: %s",
+                 n, size_kb, strerror((int)-got));
+    else
+        snprintf(kt_skip_all, sizeof(kt_skip_all),
+                 "%ld pages of %lu kB usable, not %ld (memory too fragmented?)", got, size_kb, n);
+    return -1;
+}
+
 int kt_pool_wait(unsigned long size_kb, long free, long rsvd, long *got_free, long *got_rsvd)
 {
     for (int i = 0; i < 50; i++) {
@@ -522,6 +615,8 @@ void kt_expect_restored(const struct kt_snapshot *after_setup,
     kt_snapshot_take(&now);
     KT_CHECK(!kt_snapshot_diff(after_setup, &now, why, sizeof(why)),
              "differs from right after setup: %s", why);
+    for (int i = 0; i < 2; i++)
+        let_go(pool_kb[i], kt_pool_held(pool_kb[i]));
     knob_restore_all();
     kt_snapshot_take(&now);
     KT_CHECK(!kt_snapshot_diff(before_all, &now, why, sizeof(why)),

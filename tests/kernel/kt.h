@@ -72,6 +72,22 @@ int kt_thp_knob(const char *file, const char *value);
 int kt_mthp_all(const char *value);
 /* pool_set that insists on exactly pages; sets kt_skip_all when short. */
 int kt_pool_exact(unsigned long size_kb, unsigned long pages);
+/* Make exactly n pages of the size_kb pool usable by libhp (free and not
+ * reserved), without shrinking the pool: pages beyond n are held, each by
+ * a private MAP_HUGETLB mapping of this process that is never touched (a
+ * reservation: free_hugepages stays, resv_hugepages grows); held pages are
+ * given back first when n grows, and the pool is grown (pool_set) only
+ * past them. A 1 GiB page given back to the kernel at run time may never be
+ * reserved again (Linux 6.1, 6.12, two nodes): pages reserved at boot stay
+ * in the pool this way. Returns the usable pages, or -errno. Fork children
+ * do not inherit the holds (MADV_DONTFORK). */
+long kt_pool_usable(unsigned long size_kb, long n);
+/* kt_pool_usable that insists on exactly n; sets kt_skip_all when short. */
+int kt_pool_usable_exact(unsigned long size_kb, long n);
+/* Pages of the size_kb pool this process holds (kt_pool_usable). */
+long kt_pool_held(unsigned long size_kb);
+/* free_hugepages - resv_hugepages of the size_kb pool (what libhp can use). */
+long kt_pool_unreserved(unsigned long size_kb);
 /* Wait up to 0.5 s for the size_kb pool to show free_hugepages == free and
  * resv_hugepages == rsvd (another process's short-lived block can disturb
  * the counters for a moment; our own leak never goes away). 0 if it does;
@@ -155,8 +171,8 @@ struct hp_block_info kt_info(const void *p);
 void kt_expect_unmapped(const void *p, size_t len);
 
 /* Last test of every program, after its teardown: the machine matches
- * after_setup, then, once knob_restore_all has put every knob back,
- * before_all; the first difference fails the test. The 2 MiB pool's free
+ * after_setup, then, once the pages kt_pool_usable holds are let go and
+ * knob_restore_all has put every knob back, before_all; the first difference fails the test. The 2 MiB pool's free
  * and reserved pages get kt_pool_wait's grace to return to after_setup's
  * counts first. */
 void kt_expect_restored(const struct kt_snapshot *after_setup,

@@ -213,7 +213,7 @@ static void setup(void)
         kt_thp_knob("hugepages-2048kB/enabled", "never") || kt_mthp_all("never") ||
         kt_thp_knob("hugepages-64kB/enabled", "madvise") ||
         (kt_pool_exists(2048) && kt_pool_exact(2048, 0)) ||
-        (kt_pool_exists(1048576) && kt_pool_exact(1048576, 0)))
+        (kt_pool_exists(1048576) && kt_pool_usable_exact(1048576, 0)))
         return;
     kt_snapshot_take(&after_setup);
 }

@@ -284,7 +284,7 @@ static void setup(void)
         (access(KT_THP "/hugepages-2048kB/enabled", F_OK) == 0 &&
          kt_thp_knob("hugepages-2048kB/enabled", "inherit")) ||
         kt_mthp_all("never") || (kt_pool_exists(2048) && kt_pool_exact(2048, 0)) ||
-        (kt_pool_exists(1048576) && kt_pool_exact(1048576, 0)))
+        (kt_pool_exists(1048576) && kt_pool_usable_exact(1048576, 0)))
         return;
     kt_snapshot_take(&after_setup);
 }
