@@ -397,6 +397,67 @@ static void hugetlb_1g(void **state)
     EXPECT_POOL(2048, POOL, 0, "2 MiB pool after the 1 GiB test");
 }
 
+/* A 1 GiB block through its life: grown onto a second page (in place or
+ * moved: the test says which), the pool then short (HP_F_REQUIRE_HUGE
+ * fails cleanly and leaves no reservation; without it, another source
+ * serves), shrunk back in place (the page returns to the pool at once),
+ * freed. The bytes stay. */
+static void hugetlb_1g_resize(void **state)
+{
+    KT_PRECONDITIONS();
+    if (!kt_pool_exists(1048576))
+        KT_SKIP("this kernel has no 1 GiB hugetlb pages (%s/hugepages-1048576kB missing)",
+                KT_POOLS);
+    long got = kt_pool_usable(1048576, 2);
+    if (got != 2) {
+        kt_pool_usable(1048576, 0);
+        KT_SKIP("could not make two 1 GiB pages usable (the kernel gave %ld): memory too "
+                "fragmented or too small", got);
+    }
+    hp_reprobe();
+    long nr = pool_get(1048576, "nr_hugepages"), held = kt_pool_held(1048576);
+    char *p = kt_must_alloc(KT_1G, "hugetlbfs", NULL, HP_F_PAGE_1G);
+    struct hp_block_info info = kt_info(p);
+    KT_CHECK(info.page_size == KT_1G, "page_size %llu", (unsigned long long)info.page_size);
+    p[0] = 1;
+    p[KT_1G - 1] = 2;
+    EXPECT_POOL(1048576, nr - 1, held, "one 1 GiB block");
+
+    char *q = kt_realloc(p, 2 * KT_1G, 0);
+    KT_CHECK(q != NULL, "growth to 2 GiB: %s: %s", hp_error_name(hp_last_error()),
+             hp_last_error_detail());
+    info = kt_info(q);
+    /* mapped_size may include address space reserved for later growth. */
+    KT_CHECK(!strcmp(info.backend, "hugetlbfs") && info.page_size == KT_1G &&
+                 info.usable_size >= 2 * KT_1G && info.huge_bytes == 2 * KT_1G,
+             "grown: %s, page_size %llu, usable %llu, huge %llu", info.backend,
+             (unsigned long long)info.page_size, (unsigned long long)info.usable_size,
+             (unsigned long long)info.huge_bytes);
+    KT_CHECK(q[0] == 1 && q[KT_1G - 1] == 2, "bytes lost in the growth");
+    q[2 * KT_1G - 1] = 3;
+    EXPECT_POOL(1048576, nr - 2, held, "grown to 2 GiB");
+    kt_note("1 GiB block grown to 2 GiB %s", q == p ? "in place" : "by a move");
+
+    expect_failure(kt_alloc(KT_1G, "hugetlbfs", NULL, HP_F_PAGE_1G | HP_F_REQUIRE_HUGE),
+                   HP_ENOHUGE, "a third 1 GiB page, huge required");
+    EXPECT_POOL(1048576, nr - 2, held, "after the refused request (no reservation left)");
+    char *other = kt_must_alloc(KT_1G, NULL, NULL, 0);
+    info = kt_info(other);
+    KT_CHECK(info.page_size < KT_1G, "the 1 GiB pool is empty, yet %s gave %llu-byte pages",
+             info.backend, (unsigned long long)info.page_size);
+    kt_release(other);
+
+    char *s = kt_realloc(q, KT_1G, 0);
+    KT_CHECK(s == q, "shrinking moved the block (%p to %p)", (void *)q, (void *)s);
+    EXPECT_POOL(1048576, nr - 1, held, "shrunk to 1 GiB: its second page is back in the pool");
+    KT_CHECK(s[0] == 1 && s[KT_1G - 1] == 2, "bytes lost in the shrink");
+
+    kt_release(s);
+    EXPECT_POOL(1048576, nr, held, "after hp_free");
+    KT_CHECK(kt_pool_usable(1048576, 0) == 0, "1 GiB pool not held back again");
+    hp_reprobe();
+}
+
 static void pool_snapshot_identical(void **state)
 {
     KT_PRECONDITIONS();
@@ -446,6 +507,7 @@ int main(void)
         cmocka_unit_test_teardown(drained_between_probe_and_map, teardown),
         cmocka_unit_test_teardown(drain_race_never_sigbus, teardown),
         cmocka_unit_test_teardown(hugetlb_1g, teardown),
+        cmocka_unit_test_teardown(hugetlb_1g_resize, teardown),
         cmocka_unit_test(pool_snapshot_identical),
     };
     return cmocka_run_group_tests_name("kernel-hugetlb", tests, NULL, NULL);

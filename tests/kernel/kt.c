@@ -569,6 +569,16 @@ int kt_teardown_held(void **state)
     return 0;
 }
 
+void *kt_realloc(void *p, size_t len, uint64_t flags)
+{
+    void *q = hp_realloc(p, len, flags);
+    if (q)
+        for (size_t i = 0; i < sizeof(held) / sizeof(*held); i++)
+            if (held[i] == p)
+                held[i] = q;
+    return q;
+}
+
 void *kt_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags)
 {
     struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;

@@ -162,6 +162,8 @@ int kt_teardown_held(void **state);
 
 /* hp_alloc_ex with these options (NULL: not set); a block is held. */
 void *kt_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags);
+/* hp_realloc of a held block; the new block is held in its place. */
+void *kt_realloc(void *p, size_t len, uint64_t flags);
 /* kt_alloc that fails the test, with libhp's error, if it gives no block. */
 void *kt_must_alloc(size_t len, const char *backend, const char *exclude, uint64_t flags);
 /* hp_info of a block, failing the test if hp_info does. */
