@@ -532,7 +532,8 @@ static int kernel_moves_two_vmas(void)
         munmap(p, len);
         return -errno;
     }
-    unsigned char *dst = (unsigned char *)(((uintptr_t)room + 2 * MIB - 1) & ~(uintptr_t)(2 * MIB - 1));
+    uintptr_t align = 2 * MIB;
+    unsigned char *dst = (unsigned char *)(((uintptr_t)room + align - 1) & ~(align - 1));
     int rc = madvise(p + 2 * MIB, 2 * MIB, MADV_RANDOM) == 0 ? 0 : -errno;  /* two VMAs */
     if (rc == 0) {
         void *q = mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
