@@ -56,8 +56,10 @@ int persist_root(const char *arg, const char **root);
  * dry_run prints only. Returns HPCTL_*. */
 int persist_apply(const char *root, const struct persist_item *items, int n, int dry_run,
                   int json);
-/* What hpctl made persistent below root: text lines, or under json a list. */
-void persist_list(const char *root, int json);
+/* What hpctl made persistent below root: text lines, or under json a list.
+ * HPCTL_OK, or HPCTL_EPERM / HPCTL_FAIL when one of its files exists and
+ * cannot be read (the message on stderr; what could be read is listed). */
+int persist_list(const char *root, int json);
 
 /* /proc or /sys path as hpctl reads and writes it: below HP_SYSFS_ROOT when
  * that is set (fabricated trees in tests), else path itself. */

@@ -56,6 +56,7 @@ struct state {
     int n;
     char *kept[PF_N];     /* lines hpctl did not write, kept as they are */
     size_t kept_len[PF_N];
+    int bad_file;         /* load: the PF_* file that could not be read */
 };
 
 /* ------------------------------------------------------------- paths */
@@ -211,6 +212,7 @@ static int load(struct state *st, const char *root)
         if (!f) {
             if (errno == ENOENT)
                 continue;
+            st->bad_file = file;
             return -errno;
         }
         while (getline(&line, &cap, f) > 0) {
@@ -326,6 +328,16 @@ static int file_error(const char *root, int file, int err)
             err == -EACCES || err == -EPERM || err == -EROFS
                 ? "; --persist needs root and a writable /etc" : "");
     return err == -EACCES || err == -EPERM || err == -EROFS ? HPCTL_EPERM : HPCTL_FAIL;
+}
+
+/* One of hpctl's files exists and cannot be read (load): nothing is
+ * written over what could not be read. */
+static int read_error(const struct state *st, int err)
+{
+    char path[512];
+    file_path(st->root, st->bad_file, path, sizeof(path));
+    fprintf(stderr, "hpctl: cannot read %s: %s\n", path, strerror(-err));
+    return err == -EACCES || err == -EPERM ? HPCTL_EPERM : HPCTL_FAIL;
 }
 
 /* ------------------------------------------------------- overrides */
@@ -489,7 +501,7 @@ int persist_apply(const char *root, const struct persist_item *items, int n, int
     int rc = HPCTL_OK, err = load(&st, root), touched[PF_N] = {0};
     char path[512], line[400], param[128], over[800];
     if (err) {
-        rc = file_error(root, PF_SYSCTL, err);
+        rc = read_error(&st, err);
         n = 0;
     }
     int first = 1;
@@ -497,8 +509,12 @@ int persist_apply(const char *root, const struct persist_item *items, int n, int
         printf(", \"persisted\": [");
     for (int i = 0; i < n; i++) {
         struct entry *e = find(&st, items[i].knob);
-        if (!e && st.n == MAX_ENTRIES)
-            continue;
+        if (!e && st.n == MAX_ENTRIES) {
+            fprintf(stderr, "hpctl: %s is not made persistent: hpctl's files hold %d lines "
+                            "already\n", items[i].knob, MAX_ENTRIES);
+            rc = HPCTL_FAIL;
+            break;
+        }
         if (!e) {
             e = &st.e[st.n++];
             snprintf(e->knob, sizeof(e->knob), "%s", items[i].knob);
@@ -543,20 +559,18 @@ static int persist_usage(void)
     return HPCTL_USAGE;
 }
 
-void persist_list(const char *root, int json)
+int persist_list(const char *root, int json)
 {
     struct state st;
     char path[512], over[800], now[64];
-    int err = load(&st, root);
-    if (err)
-        fprintf(stderr, "hpctl: cannot read hpctl's boot-time settings: %s\n", strerror(-err));
+    int err = load(&st, root), rc = err ? read_error(&st, err) : HPCTL_OK;
     if (json) {
         printf("[");
         for (int i = 0; i < st.n; i++)
             json_entry(root, &st.e[i], i == 0, 1);
         printf("]");
         release(&st);
-        return;
+        return rc;
     }
     if (!st.n)
         printf("no huge page setting is made persistent by hpctl (%s%s/%s, %s%s/%s)\n", root,
@@ -571,6 +585,7 @@ void persist_list(const char *root, int json)
                over[0] ? "; overridden at boot by " : "", over);
     }
     release(&st);
+    return rc;
 }
 
 static int persist_remove(int argc, char **argv, const char *root, int dry_run, int json)
@@ -578,12 +593,13 @@ static int persist_remove(int argc, char **argv, const char *root, int dry_run, 
     struct state st;
     int err = load(&st, root), rc = HPCTL_OK, touched[PF_N] = {0}, first = 1;
     if (err) {
-        fprintf(stderr, "hpctl: cannot read hpctl's boot-time settings: %s\n", strerror(-err));
+        rc = read_error(&st, err);
         if (json)
             printf("{\"schema\": %d, \"command\": \"persist remove\", \"dry_run\": %s, "
                    "\"removed\": [], \"status\": %d}\n", HPCTL_SCHEMA,
-                   dry_run ? "true" : "false", HPCTL_FAIL);
-        return HPCTL_FAIL;
+                   dry_run ? "true" : "false", rc);
+        release(&st);
+        return rc;
     }
     /* Every name must match before anything is removed. */
     for (int a = 0; a < argc; a++) {
@@ -675,9 +691,9 @@ int hpctl_persist(int argc, char **argv)
             json_string(root[0] ? root : "/");
             printf(", \"entries\": ");
         }
-        persist_list(root, json);
+        rc = persist_list(root, json);
         if (json)
-            printf(", \"status\": 0}\n");
+            printf(", \"status\": %d}\n", rc);
     }
     free(args);
     return rc;

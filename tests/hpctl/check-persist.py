@@ -6,7 +6,8 @@ to a "w" line of etc/tmpfiles.d/80-hpctl.conf; a set replaces its line;
 1 GiB pools and THP modes get their kernel command line; lines hpctl did
 not write are kept; another file that wins at boot is named; persist
 remove undoes it, file by file; a root that may not be written fails with
-exit 3 after the live value was set. The real /etc is never touched.
+exit 3 after the live value was set, and one of hpctl's files that may
+not be read is named and left as it was. The real /etc is never touched.
 
 usage: check-persist.py HPCTL   (TAP output)"""
 import json
@@ -193,6 +194,33 @@ else:
         doc = json.loads(out) if out.startswith("{") else None
         ok(rc == 3 and doc and doc["status"] == 3 and doc["changes"][0]["status"] == 0,
            "as nobody --json: status 3, the change itself 0", (rc, out, err))
+        # One of hpctl's files exists and may not be read: it is named, and
+        # nothing is written over it.
+        unread = os.path.join(nroot, SYSCTL)
+        put(nroot, SYSCTL, "vm.nr_hugepages = 3\n")
+        os.chmod(unread, 0o600)
+        rc, out, err = run("persist", "--root", nroot, env=env, user="nobody", hpctl=exe)
+        ok(rc == 3 and "cannot read %s: Permission denied" % unread in err,
+           "persist, a file nobody may read: exit 3 naming it", (rc, out, err))
+        rc, out, err = run("persist", "--root", nroot, "--json", env=env, user="nobody",
+                           hpctl=exe)
+        doc = json.loads(out) if out.startswith("{") else None
+        ok(rc == 3 and doc and doc["status"] == 3 and doc["entries"] == [],
+           "persist --json, a file nobody may read: status 3", (rc, out, err))
+        rc, out, err = run("pool", "set", "2M", "11", "--persist", "--root", nroot, env=env,
+                           user="nobody", hpctl=exe)
+        ok(rc == 3 and "cannot read %s" % unread in err and
+           read(sysfs, P2[1:] + "nr_hugepages") == "11" and
+           read(nroot, SYSCTL) == "vm.nr_hugepages = 3" and
+           os.listdir(os.path.dirname(unread)) == ["80-hpctl.conf"],
+           "--persist over a file nobody may read: set now, the file left as it was, exit 3",
+           (rc, out, err))
+        rc, out, err = run("persist", "remove", "all", "--root", nroot, env=env, user="nobody",
+                           hpctl=exe)
+        ok(rc == 3 and "cannot read %s" % unread in err and
+           read(nroot, SYSCTL) == "vm.nr_hugepages = 3",
+           "persist remove, a file nobody may read: exit 3, the file left as it was",
+           (rc, out, err))
     finally:
         shutil.rmtree(tmp, True)
 shutil.rmtree(root, True)

@@ -141,21 +141,24 @@ _undo = []
 
 
 def _save_undo():
+    had_dir = os.path.isdir(os.path.dirname(UNDO))
     try:
         with open(UNDO) as f:
-            _undo.append(f.read())
+            _undo.append((f.read(), had_dir))
     except OSError:
-        _undo.append(None)
+        _undo.append((None, had_dir))
 
 
 def _restore_undo():
     if not _undo:
         return
-    text = _undo[0]
+    text, had_dir = _undo[0]
     try:
         if text is None:
             if os.path.exists(UNDO):
                 os.remove(UNDO)
+            if not had_dir and os.path.isdir(os.path.dirname(UNDO)):
+                os.rmdir(os.path.dirname(UNDO))
         else:
             with open(UNDO, "w") as f:
                 f.write(text)
