@@ -9,7 +9,8 @@ missing from the output, or of another type, fails; so does a field the
 file does not pin yet (pin it when it is added). null is accepted for any
 field: it is what a value that could not be read is.
 
-usage: check-json-schema.py HPCTL PINS   (TAP output)
+usage: check-json-schema.py HPCTL PINS [DOC]   (TAP output; DOC: docs/hpctl-json.md,
+       which must name every command's document and every pinned field)
        check-json-schema.py HPCTL --dump (the pins of this build)"""
 import json
 import os
@@ -159,6 +160,17 @@ def main():
            "not in abi/hpctl-json.txt yet: " + ", ".join(new))
     extra = sorted(set(seen) - set(pins))
     ok(not extra, "every command printed is pinned", ", ".join(extra))
+    # The documentation names every command's document and every field.
+    if len(sys.argv) > 3:
+        doc = open(sys.argv[3]).read()
+        for cmd in sorted(pins):
+            ok(f'"command": "{cmd}"' in doc or f"`{cmd}`" in doc or f"`{cmd} " in doc,
+               f"{cmd}: its document is in {os.path.basename(sys.argv[3])}")
+            leaves = {p.split(".")[-1].replace("[]", "") for p in pins[cmd]}
+            undocumented = sorted(f for f in leaves
+                                  if f'"{f}"' not in doc and f"`{f}`" not in doc)
+            ok(not undocumented, f"{cmd}: every pinned field is named in "
+               f"{os.path.basename(sys.argv[3])}", "not documented: " + ", ".join(undocumented))
     done()
 
 
