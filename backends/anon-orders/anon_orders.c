@@ -116,13 +116,7 @@ static int orders_map(void *self, const struct hp_map_request *req, struct hp_ma
                             strerror(-rc));
         }
     }
-    if (req->flags & HP_F_POPULATE) {
-        rc = hpb_populate(host, p, len);
-        if (rc != HP_OK) {
-            hpb_discard(host, out->map_addr, out->map_len);
-            return rc;
-        }
-    }
+    /* HP_F_POPULATE is left to advise, which the core calls after map. */
     out->page_size = req->page_size;
     return HP_OK;
 }

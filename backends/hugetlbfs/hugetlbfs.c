@@ -390,9 +390,13 @@ static int hugetlb_remap(void *self, struct hp_mapping *m, uint64_t new_len, uin
     return move_grow(m, extent);
 }
 
+/* Every page of a mapping this backend hands out was populated when it was
+ * mapped or grown (map_pages_at, hugetlb_map), so HP_F_POPULATE has nothing
+ * left to do, and HP_F_COLLAPSE nothing to collapse. */
 static int hugetlb_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
-    return hpb_advise_populate(host, m, flags);
+    (void)self, (void)m, (void)flags;
+    return HP_OK;
 }
 
 /* The node of the block's first page; no descriptor. */

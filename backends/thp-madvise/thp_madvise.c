@@ -117,11 +117,8 @@ static int thp_map(void *self, const struct hp_map_request *req, struct hp_mappi
         hpb_discard(host, out->map_addr, out->map_len);
         return hpb_fail(host, HP_ENOMEM, "madvise(MADV_HUGEPAGE) failed: %s", strerror(-rc));
     }
-    rc = thp_apply(p, len, pmd, req->flags);
-    if (rc != HP_OK) {
-        hpb_discard(host, out->map_addr, out->map_len);
-        return rc;
-    }
+    /* HP_F_POPULATE and HP_F_COLLAPSE are left to advise, which the core
+     * calls after map. */
     out->page_size = pmd;
     return HP_OK;
 }

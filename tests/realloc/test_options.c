@@ -11,6 +11,8 @@
  */
 #include "rt.h"
 
+#include "os.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -330,6 +332,56 @@ static void require_huge_and_page_size_stick(void **state)
              "status 0x%x", st);
 }
 
+/* HP_F_POPULATE and HP_F_COLLAPSE reach the kernel once per allocation:
+ * map leaves them to the backend's advise, which the core calls after it
+ * (hp/backend.h, "Population"), and hugetlbfs populates every mapping when
+ * it maps it. Counted at the OS layer: the madvise calls an allocation with
+ * the flags makes beyond the same allocation without them. The block is
+ * resident whole after it (smaps), so "once" is not "never". */
+static void populate_and_collapse_are_asked_once(void **state)
+{
+    (void)state;
+    rt_cache(0, 0);  /* fresh mappings: a carve from the cache counts no map */
+    struct rt_snapshot before = rt_snap();
+    static const struct {
+        const char *backend;
+        uint64_t flags;
+        uint64_t madvises;
+    } cases[] = {
+        {"fallback", HP_F_POPULATE, 1},
+        {"anon-orders", HP_F_POPULATE, 1},
+        {"thp-madvise", HP_F_POPULATE, 1},
+        {"thp-madvise", HP_F_POPULATE | HP_F_COLLAPSE, 2},  /* one 8 MiB range to collapse */
+        {"hugetlbfs", HP_F_POPULATE, 0},
+    };
+    unsigned checked = 0;
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *be = cases[i].backend;
+        if (!rt_available(be)) {
+            print_message("# %s unavailable here: not checked\n", be);
+            continue;
+        }
+        uint64_t n0 = hp_os_calls(HP_OS_ADVISE);
+        unsigned char *plain = rt_alloc(be, 8 * MIB, 0);
+        uint64_t n1 = hp_os_calls(HP_OS_ADVISE);
+        unsigned char *p = rt_alloc(be, 8 * MIB, cases[i].flags);
+        uint64_t n2 = hp_os_calls(HP_OS_ADVISE);
+        RT_CHECK(plain && p, "%s: two 8 MiB blocks", be);
+        RT_CHECK((n2 - n1) - (n1 - n0) == cases[i].madvises,
+                 "%s, flags 0x%llx: %llu madvise calls beyond a plain allocation's %llu, "
+                 "expected %llu", be, (unsigned long long)cases[i].flags,
+                 (unsigned long long)((n2 - n1) - (n1 - n0)), (unsigned long long)(n1 - n0),
+                 (unsigned long long)cases[i].madvises);
+        long kb = smaps_field_kb(p, 8 * MIB, "Rss") + hugetlb_kb(p, 8 * MIB);
+        RT_CHECK(kb == 8 * 1024, "%s: %ld kB of 8 MiB resident after HP_F_POPULATE", be, kb);
+        RT_CHECK(hp_free(plain) == HP_OK && hp_free(p) == HP_OK, "%s: free", be);
+        checked++;
+    }
+    if (!checked)
+        skip();
+    rt_expect_clean(before, "populate once");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--base-only-left"))
@@ -346,6 +398,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(nopool_sticks_through_growth_past_a_free_pool),
         cmocka_unit_test(per_call_flags_and_page_size),
         cmocka_unit_test(require_huge_and_page_size_stick),
+        cmocka_unit_test(populate_and_collapse_are_asked_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
