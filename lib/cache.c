@@ -226,9 +226,15 @@ static void init(void)
 
 static uint64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return hp_os_clock_ns(CLOCK_MONOTONIC_COARSE) / 1000000;
+}
+
+/* The time ms from now on clock, for the pthread calls that wait until. */
+static struct timespec deadline(int clock, uint64_t ms)
+{
+    uint64_t ns = hp_os_clock_ns(clock) + ms * 1000000;
+    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u),
+                             .tv_nsec = (long)(ns % 1000000000u)};
 }
 
 static struct hp_backend *backend_at(unsigned i)
@@ -454,15 +460,7 @@ static void *reap(void *arg)
         uint64_t a = atomic_load(&idle_ms), b = atomic_load(&pool_idle_ms);
         uint64_t nap = (a && b ? (a < b ? a : b) : a + b) / 2 + 1;
         uint64_t due = next <= now ? now : next - now < nap ? next : now + nap;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wait_ms = due > now ? due - now : 0;
-        ts.tv_sec += (time_t)(wait_ms / 1000);
-        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = deadline(CLOCK_MONOTONIC, due > now ? due - now : 0);
         pthread_cond_timedwait(&reaper_wake, &reaper_lock, &ts);
     }
     atomic_store(&reaper_running, 0);
@@ -739,10 +737,8 @@ static uint64_t flush(const struct hp_backend *be, uint64_t page_size, int at_ex
      * gone only once it is unmapped: a caller that flushes to free pool
      * pages, or hp_cache_trim, must find them back. munmap is quick; wait. */
     uint64_t pending = atomic_load(&in_flight);
-    for (unsigned spins = 0; !at_exit && atomic_load(&in_flight) && spins < 100000; spins++) {
-        struct timespec us = {0, 20000};
-        nanosleep(&us, NULL);
-    }
+    for (unsigned spins = 0; !at_exit && atomic_load(&in_flight) && spins < 100000; spins++)
+        hp_os_sleep_ns(20000);
     return bytes + pending;
 }
 
@@ -969,13 +965,7 @@ void hp_cache_shutdown(void)
         pthread_mutex_unlock(&reaper_lock);
     }
     if (joinable) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 200 * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = deadline(CLOCK_REALTIME, 200);
         pthread_timedjoin_np(reaper, NULL, &until);
     }
     if (atomic_load(&total))

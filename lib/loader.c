@@ -8,7 +8,6 @@
 #include "registry.h"
 #include "trust.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -104,8 +103,7 @@ static int reject(struct hp_backend *b, const char *fmt, const char *arg)
     snprintf(reason, sizeof(reason), fmt, arg ? arg : "");
     if (b->dl)
         dlclose(b->dl);
-    if (b->fd >= 0)
-        close(b->fd);
+    hp_os_close(b->fd);
     add_rejected(b->path, b->name, reason);
     memset(b, 0, sizeof(*b));
     return -1;
@@ -355,20 +353,27 @@ static int load_fd(struct hp_backend *b)
         snprintf(name, sizeof(name), "/proc/self/fd/%d", b->fd);
         if (!dl_iterate_phdr(named, name))
             break;
-        int fd = tries < 256 ? fcntl(b->fd, F_DUPFD_CLOEXEC, b->fd + 1) : -1;
-        if (fd < 0)
-            return reject(b, "cannot load through %s: the name is taken", name);
-        close(b->fd);
+        int fd = tries < 256 ? hp_os_dup_above(b->fd, b->fd) : -EMFILE;
+        if (fd < 0) {
+            char why[80];
+            snprintf(why, sizeof(why), "%s (%s)", name, strerror(-fd));
+            return reject(b, "cannot load through %s: the name is taken, and no other "
+                          "descriptor could be had", why);
+        }
+        hp_os_close(b->fd);
         b->fd = fd;
     }
-    if (fstat(b->fd, &st) != 0 || stat(name, &via) != 0)
+    int rc = hp_os_fstat(b->fd, &st);
+    if (rc == 0)
+        rc = hp_os_stat(name, &via);
+    if (rc < 0)
         return reject(b, "cannot load through /proc/self/fd (%s); plugins are only ever loaded "
-                      "by descriptor, and that needs /proc", strerror(errno));
+                      "by descriptor, and that needs /proc", strerror(-rc));
     if (st.st_dev != via.st_dev || st.st_ino != via.st_ino)
         return reject(b, "%s is not the opened file (/proc is not the kernel's procfs)", name);
     hp_log("loader: loading %s (as %s)", b->path, name);
     b->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    close(b->fd);
+    hp_os_close(b->fd);
     b->fd = -1;
     if (!b->dl)
         return reject(b, "dlopen failed: %s", dlerror());
@@ -416,48 +421,53 @@ static int ends_with_so(const char *name)
     return n > 3 && !strcmp(name + n - 3, ".so");
 }
 
-/* Every *.so name in d, sorted (so the load order does not depend on the
- * directory's); *n_out names. NULL if there are none. */
-static char **list_plugins(DIR *d, size_t *n_out)
+struct name_list {
+    char **names;
+    size_t n, cap;
+};
+
+/* hp_os_each_dirent's callback: keep the *.so names. A name that cannot be
+ * kept for lack of memory stops the listing. */
+static int keep_plugin_name(const char *name, void *ctx)
 {
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !ends_with_so(e->d_name))
-            continue;
-        if (n == cap) {
-            char **more = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof(*names));
-            if (!more)
-                break;
-            names = more;
-        }
-        if ((names[n] = strdup(e->d_name)))
-            n++;
+    struct name_list *l = ctx;
+    if (name[0] == '.' || !ends_with_so(name))
+        return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 32;
+        char **more = realloc(l->names, cap * sizeof(*more));
+        if (!more)
+            return -ENOMEM;
+        l->names = more;
+        l->cap = cap;
     }
-    if (n)
-        qsort(names, n, sizeof(*names), by_name);
-    *n_out = n;
-    return names;
+    if (!(l->names[l->n] = strdup(name)))
+        return -ENOMEM;
+    l->n++;
+    return 0;
 }
 
 /* Load every plugin of the trusted directory open at fd (taken over),
- * named dir in messages, in byte order of the file names. */
+ * named dir in messages, in byte order of the file names (so the load
+ * order does not depend on the directory's). */
 static void scan_fd(int fd, const char *dir, int builtin_dir)
 {
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
+    struct name_list l = {0};
+    int rc = hp_os_each_dirent(fd, keep_plugin_name, &l);
+    if (rc < 0) {
+        char reason[256];
+        snprintf(reason, sizeof(reason), "cannot read the backend directory: %s%s",
+                 strerror(-rc), l.n ? " (the plugins listed before that are loaded)" : "");
+        add_rejected(strdup(dir), "", reason);
     }
-    size_t n;
-    char **names = list_plugins(d, &n);
-    for (size_t i = 0; i < n; i++) {
-        load_plugin(dirfd(d), dir, names[i], builtin_dir);
-        free(names[i]);
+    if (l.n)
+        qsort(l.names, l.n, sizeof(*l.names), by_name);
+    for (size_t i = 0; i < l.n; i++) {
+        load_plugin(fd, dir, l.names[i], builtin_dir);
+        free(l.names[i]);
     }
-    free(names);
-    closedir(d);
+    free(l.names);
+    hp_os_close(fd);
 }
 
 /* Open the directory dir for scanning; -1 if it cannot be (listed as
@@ -490,7 +500,7 @@ struct dir_id {
 static int seen_dir(int fd, struct dir_id *ids, size_t *n)
 {
     struct stat st;
-    if (fstat(fd, &st) != 0)
+    if (hp_os_fstat(fd, &st) != 0)
         return 0;
     for (size_t i = 0; i < *n; i++)
         if (ids[i].dev == st.st_dev && ids[i].ino == st.st_ino)
@@ -524,7 +534,7 @@ static void scan_dirs(const struct hp_options *o)
         if (fd >= 0 && seen_dir(fd, ids, &n_ids)) {
             hp_log("loader: %s is listed already (or is HP_BACKEND_DIR, read last): read once",
                    dir);
-            close(fd);
+            hp_os_close(fd);
         } else if (fd >= 0) {
             scan_fd(fd, dir, 0);
         }
@@ -697,9 +707,7 @@ static int could_use(const struct hp_backend_caps *caps, uint64_t len, uint64_t 
 
 static uint64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return hp_os_clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 /* Probe b without its caps_lock (which every selection takes for a copy

@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__has_include)
@@ -789,4 +792,101 @@ int hp_os_each_line(const char *path, int (*fn)(const char *line, void *ctx), vo
     }
     hp_os_close(fd);
     return rc;
+}
+
+/* ---- files of the loader ----------------------------------------------- */
+
+int hp_os_openat(int dirfd, const char *path, int flags)
+{
+    int rc = injected(HP_OS_OPEN);
+    if (rc)
+        return rc;
+    int fd = openat(dirfd, path, flags | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int hp_os_fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+    int rc = injected(HP_OS_STAT);
+    if (rc)
+        return rc;
+    return fstatat(dirfd, path, st, flags) == 0 ? 0 : -errno;
+}
+
+int hp_os_fstat(int fd, struct stat *st)
+{
+    return hp_os_fstatat(fd, "", st, AT_EMPTY_PATH);
+}
+
+int hp_os_stat(const char *path, struct stat *st)
+{
+    return hp_os_fstatat(AT_FDCWD, path, st, 0);
+}
+
+int64_t hp_os_readlinkat(int dirfd, const char *path, char *buf, size_t cap)
+{
+    int rc = injected(HP_OS_READLINK);
+    if (rc)
+        return rc;
+    ssize_t n = readlinkat(dirfd, path, buf, cap);
+    return n < 0 ? -errno : n;
+}
+
+int hp_os_dup_above(int fd, int min)
+{
+    int rc = injected(HP_OS_OPEN);
+    if (rc)
+        return rc;
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, min + 1);
+    return d < 0 ? -errno : d;
+}
+
+int hp_os_each_dirent(int fd, int (*fn)(const char *name, void *ctx), void *ctx)
+{
+    int rc = injected(HP_OS_READDIR);
+    if (rc)
+        return rc;
+    /* closedir closes the descriptor it reads: it gets a copy. */
+    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0)
+        return -errno;
+    DIR *d = fdopendir(copy);
+    if (!d) {
+        rc = -errno;
+        close(copy);
+        return rc;
+    }
+    rewinddir(d);  /* the copy shares the file offset of fd */
+    for (;;) {
+        errno = 0;  /* readdir's only way to tell an error from the end */
+        struct dirent *e = readdir(d);
+        if (!e) {
+            rc = errno ? -errno : 0;
+            break;
+        }
+        if ((rc = fn(e->d_name, ctx)) != 0)
+            break;
+    }
+    closedir(d);
+    return rc;
+}
+
+unsigned hp_os_euid(void)
+{
+    return (unsigned)geteuid();
+}
+
+uint64_t hp_os_clock_ns(int clock)
+{
+    struct timespec ts;
+    if (clock_gettime((clockid_t)clock, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void hp_os_sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+                          .tv_nsec = (long)(ns % 1000000000u)};
+    nanosleep(&ts, NULL);
 }

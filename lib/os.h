@@ -1,6 +1,8 @@
 /*
- * The OS layer: every raw memory syscall and every /proc and /sys read in
- * libhp goes through here, so tests can make any of them fail on demand.
+ * The OS layer: every system call of the core goes through here (memory,
+ * NUMA, /proc and /sys, the plugin files the loader opens and checks,
+ * clocks), so tests can make any of them fail on demand. Not here: libc's
+ * dynamic linker (dlopen and dlsym, lib/loader.c) and threads (pthread).
  *
  * All functions return 0 (or a length) on success and -errno on failure, and
  * never touch errno-visible state the caller relies on. None of them takes a
@@ -30,6 +32,10 @@ enum hp_os_op {
     HP_OS_NODE,
     HP_OS_MEMPOLICY,
     HP_OS_MOVE_PAGES,
+    HP_OS_OPEN,      /* hp_os_openat, hp_os_dup_above */
+    HP_OS_STAT,      /* hp_os_fstatat, hp_os_fstat, hp_os_stat */
+    HP_OS_READLINK,
+    HP_OS_READDIR,
     HP_OS_NOPS
 };
 
@@ -171,6 +177,32 @@ void hp_os_close(int fd);
  * bytes are cut); stops early when fn returns non-zero and returns that.
  * Returns 0 at end of file, or -errno if the file cannot be read. */
 int hp_os_each_line(const char *path, int (*fn)(const char *line, void *ctx), void *ctx);
+
+/* Files, for the loader and its trust checks (lib/trust.c, which must
+ * check the very descriptor it then uses). No test root applies: these
+ * name the plugin directories, not /proc or /sys. Every descriptor is
+ * O_CLOEXEC. hp_os_openat returns a descriptor or -errno; the others 0 (or
+ * a length) or -errno. hp_os_fstat is fstat(2); hp_os_stat stat(2) of an
+ * absolute path. hp_os_readlinkat returns the target's length (cut to
+ * cap, not terminated). hp_os_dup_above duplicates fd to the lowest free
+ * descriptor above min. */
+int hp_os_openat(int dirfd, const char *path, int flags);
+struct stat;
+int hp_os_fstatat(int dirfd, const char *path, struct stat *st, int flags);
+int hp_os_fstat(int fd, struct stat *st);
+int hp_os_stat(const char *path, struct stat *st);
+int64_t hp_os_readlinkat(int dirfd, const char *path, char *buf, size_t cap);
+int hp_os_dup_above(int fd, int min);
+/* Call fn with the name of each entry of the directory open at fd (".",
+ * ".." and all), in the directory's order, until fn returns non-zero (which
+ * is returned); fd stays open and the caller's. 0 at the end, or -errno. */
+int hp_os_each_dirent(int fd, int (*fn)(const char *name, void *ctx), void *ctx);
+/* The effective user id (geteuid(2)). */
+unsigned hp_os_euid(void);
+/* clock_gettime(2) of clock, in nanoseconds (0 if the clock is unknown). */
+uint64_t hp_os_clock_ns(int clock);
+/* Sleep ns nanoseconds (nanosleep(2); a signal may cut it short). */
+void hp_os_sleep_ns(uint64_t ns);
 
 /* Path under the test root, if one is set; else path itself. */
 const char *hp_os_path(const char *path, char *buf, size_t cap);

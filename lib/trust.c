@@ -1,4 +1,5 @@
 #include "trust.h"
+#include "os.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +14,7 @@
  * system (they may write /etc files of group root), so they add nobody. */
 static const char *untrusted_owner_or_mode(const struct stat *st)
 {
-    if (st->st_uid != 0 && st->st_uid != geteuid())
+    if (st->st_uid != 0 && st->st_uid != hp_os_euid())
         return "owned by neither root nor the running user";
     if (st->st_mode & S_IWOTH)
         return "writable by others (sticky bit or not)";
@@ -71,21 +72,21 @@ static int top(const struct walk *w)
 static int push(struct walk *w, int fd)
 {
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return walk_fail(w, err, "%s: cannot stat: %s", w->seen, strerror(err));
+    int rc = hp_os_fstat(fd, &st);
+    if (rc < 0) {
+        hp_os_close(fd);
+        return walk_fail(w, -rc, "%s: cannot stat: %s", w->seen, strerror(-rc));
     }
     const char *bad = hp_trust_dir(&st);
     if (bad) {
-        close(fd);
+        hp_os_close(fd);
         return walk_fail(w, EPERM, "%s is %s", w->seen, bad);
     }
     if (w->depth == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 16;
         int *fds = realloc(w->fds, cap * sizeof(*fds));
         if (!fds) {
-            close(fd);
+            hp_os_close(fd);
             return walk_fail(w, ENOMEM, "out of memory");
         }
         w->fds = fds;
@@ -98,7 +99,7 @@ static int push(struct walk *w, int fd)
 static void pop_to(struct walk *w, size_t depth)
 {
     while (w->depth > depth)
-        close(w->fds[--w->depth]);
+        hp_os_close(w->fds[--w->depth]);
 }
 
 /* Restart from "/" (an absolute path or link target). */
@@ -107,9 +108,9 @@ static int restart_at_root(struct walk *w)
     pop_to(w, 0);
     w->seen[0] = '/';
     w->seen[1] = '\0';
-    int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int fd = hp_os_openat(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
     if (fd < 0)
-        return walk_fail(w, errno, "/: cannot open: %s", strerror(errno));
+        return walk_fail(w, -fd, "/: cannot open: %s", strerror(-fd));
     return push(w, fd);
 }
 
@@ -150,12 +151,11 @@ static int splice_link(struct walk *w, const char *comp)
             return walk_fail(w, ENOMEM, "out of memory");
         }
         target = t;
-        ssize_t n = readlinkat(top(w), comp, target, cap);
+        int64_t n = hp_os_readlinkat(top(w), comp, target, cap);
         if (n < 0) {
-            int err = errno;
             free(target);
-            return walk_fail(w, err, "%s/%s: cannot read link: %s", w->seen, comp,
-                             strerror(err));
+            return walk_fail(w, (int)-n, "%s/%s: cannot read link: %s", w->seen, comp,
+                             strerror((int)-n));
         }
         if ((size_t)n < cap) {
             target[n] = '\0';
@@ -205,20 +205,23 @@ static int step(struct walk *w)
     if (!comp)
         return walk_fail(w, ENOMEM, "out of memory");
     int rc = 0;
-    int fd = openat(top(w), comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
+    int fd = hp_os_openat(top(w), comp, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    if (fd == -ENOTDIR || fd == -ELOOP) {
         struct stat st;
-        if (fstatat(top(w), comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+        int st_rc = hp_os_fstatat(top(w), comp, &st, AT_SYMLINK_NOFOLLOW);
+        if (st_rc == 0 && S_ISLNK(st.st_mode))
             rc = splice_link(w, comp);
-        else
+        else if (st_rc == 0)
             rc = walk_fail(w, ENOTDIR, "%s/%s is not a directory", w->seen, comp);
+        else
+            rc = walk_fail(w, -st_rc, "%s/%s: cannot stat: %s", w->seen, comp,
+                           strerror(-st_rc));
     } else if (fd < 0) {
-        int err = errno;
-        rc = walk_fail(w, err, "%s/%s: %s", strcmp(w->seen, "/") ? w->seen : "", comp,
-                       strerror(err));
+        rc = walk_fail(w, -fd, "%s/%s: %s", strcmp(w->seen, "/") ? w->seen : "", comp,
+                       strerror(-fd));
     } else {
         rc = seen_append(w, comp, len);
-        rc = rc ? (close(fd), rc) : push(w, fd);
+        rc = rc ? (hp_os_close(fd), rc) : push(w, fd);
     }
     free(comp);
     return rc;
@@ -243,9 +246,9 @@ int hp_trust_open_dir(const char *path, char *why, size_t why_cap)
     if (rc < 0)
         goto out;
     /* Reopen the last checked directory itself for reading. */
-    rc = openat(top(&w), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    rc = hp_os_openat(top(&w), ".", O_RDONLY | O_DIRECTORY);
     if (rc < 0)
-        rc = walk_fail(&w, errno, "%s: cannot open: %s", w.seen, strerror(errno));
+        rc = walk_fail(&w, -rc, "%s: cannot open: %s", w.seen, strerror(-rc));
 out:
     pop_to(&w, 0);
     free(w.fds);
@@ -261,8 +264,9 @@ int hp_trust_open_file(int dirfd, const char *name, char *why, size_t why_cap)
     const char *bad;
     /* A first look without opening: opening a device or a FIFO can have
      * effects of its own. The descriptor is checked again below. */
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(why, why_cap, "cannot stat: %s", strerror(errno));
+    int rc = hp_os_fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW);
+    if (rc < 0) {
+        snprintf(why, why_cap, "cannot stat: %s", strerror(-rc));
         return -1;
     }
     bad = S_ISLNK(st.st_mode) ? link_msg : hp_trust_file(&st);
@@ -270,15 +274,18 @@ int hp_trust_open_file(int dirfd, const char *name, char *why, size_t why_cap)
         snprintf(why, why_cap, "%s", bad);
         return -1;
     }
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int fd = hp_os_openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
-        snprintf(why, why_cap, "%s", errno == ELOOP ? link_msg : strerror(errno));
+        snprintf(why, why_cap, "%s", fd == -ELOOP ? link_msg : strerror(-fd));
         return -1;
     }
-    bad = fstat(fd, &st) != 0 ? "cannot stat the opened file" : hp_trust_file(&st);
-    if (bad) {
+    rc = hp_os_fstat(fd, &st);
+    if (rc < 0)
+        snprintf(why, why_cap, "cannot stat the opened file: %s", strerror(-rc));
+    else if ((bad = hp_trust_file(&st)))
         snprintf(why, why_cap, "%s", bad);
-        close(fd);
+    if (rc < 0 || bad) {
+        hp_os_close(fd);
         return -1;
     }
     return fd;

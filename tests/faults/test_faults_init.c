@@ -2,9 +2,13 @@
  * Faults while libhp starts, and a pool drained between probe and map.
  *
  * Start-up: in a fresh child per case, /proc and /sys reads, mmap, munmap
- * and madvise fail at the Nth call of loading and probing (every N that
- * start-up reaches). The backend list still comes up; a backend that could
- * not be probed says why it is unavailable; allocations work.
+ * and madvise, and the loader's file calls (openat, fstat, readdir and
+ * readlink of the plugin directories and files, which the trust checks
+ * make: lib/trust.c) fail at the Nth call of loading and probing (every N
+ * that start-up reaches). The backend list still comes up; a backend that
+ * could not be probed says why it is unavailable; a plugin that could not
+ * be loaded is missing only with a row that names the error; no descriptor
+ * is left open; allocations work.
  *
  * Pool drained: the hugetlb pool looks free when libhp probes it, but
  * another process has taken it by the time libhp maps. The allocation falls
@@ -20,6 +24,7 @@
 #include "registry.h"
 #include "support.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -52,8 +57,23 @@ static void drop_caches(void)
 }
 #endif
 
-/* Shared with the children: call counts of a clean start-up. */
+/* Shared with the children: call counts of a clean start-up, then its
+ * loaded backends and open descriptors. */
 static uint64_t *shared;
+#define SHARED_LOADED HP_OS_NOPS
+#define SHARED_FDS (HP_OS_NOPS + 1)
+
+static uint64_t open_fds(void)
+{
+    uint64_t n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1;  /* not the one reading */
+}
 
 struct init_case {
     enum hp_os_op op;
@@ -77,18 +97,38 @@ static int child_start(void *arg)
         before[op] = hp_os_calls((enum hp_os_op)op);
     int32_t n = hp_backend_count();
     hp_os_clear_faults();
+    uint64_t fds = open_fds();
     if (!c->nth)
         for (int op = 0; op < HP_OS_NOPS; op++)
             shared[op] = hp_os_calls((enum hp_os_op)op) - before[op];
     CHILD_CHECK(n >= 1);
-    int fallback = 0;
+    int fallback = 0, named = 0;
+    uint64_t loaded = 0;
     for (int32_t i = 0; i < n; i++) {
         struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
         CHILD_CHECK(hp_backend_get((uint32_t)i, &bi) == HP_OK);
         CHILD_CHECK(bi.available || bi.reason[0]);  /* "unavailable, because ..." */
         fallback |= !strcmp(bi.name, "fallback") && bi.available;
+        loaded += strcmp(bi.path, "builtin") != 0 && bi.name[0];
+        named |= c->nth && strstr(bi.reason, strerror(c->err)) != NULL;
     }
     CHILD_CHECK(fallback);
+    if (!c->nth) {
+        shared[SHARED_LOADED] = loaded;
+        shared[SHARED_FDS] = fds;
+    } else {
+        /* A plugin or directory the fault kept out has a row naming it. */
+        if (loaded < shared[SHARED_LOADED] && !named)
+            fprintf(stderr, "# op %d failing at call %llu: %llu of %llu plugins loaded, and no "
+                    "row says %s\n", (int)c->op, (unsigned long long)c->nth,
+                    (unsigned long long)loaded, (unsigned long long)shared[SHARED_LOADED],
+                    strerror(c->err));
+        CHILD_CHECK(loaded == shared[SHARED_LOADED] || named);
+        if (fds != shared[SHARED_FDS])
+            fprintf(stderr, "# %llu descriptors open after start-up, %llu without the fault\n",
+                    (unsigned long long)fds, (unsigned long long)shared[SHARED_FDS]);
+        CHILD_CHECK(fds == shared[SHARED_FDS]);
+    }
     static const size_t sizes[] = {4096, 65536 + 7, (4u << 20) + 1};
     for (unsigned i = 0; i < 3; i++) {
         void *p = hp_alloc(sizes[i], 0);
@@ -103,8 +143,10 @@ static int child_start(void *arg)
 static void faults_during_start_up(void **state)
 {
     (void)state;
-    static const enum hp_os_op ops[] = {HP_OS_READ, HP_OS_MAP, HP_OS_UNMAP, HP_OS_ADVISE};
-    static const char *names[] = {"read", "mmap", "munmap", "madvise"};
+    static const enum hp_os_op ops[] = {HP_OS_READ, HP_OS_MAP,  HP_OS_UNMAP,    HP_OS_ADVISE,
+                                        HP_OS_OPEN, HP_OS_STAT, HP_OS_READDIR, HP_OS_READLINK};
+    static const char *names[] = {"read", "mmap", "munmap", "madvise",
+                                  "openat", "fstat", "readdir", "readlink"};
     static const int errs[] = {ENOMEM, EINVAL, EAGAIN};
     struct init_case dry = {HP_OS_READ, 0, 0, 0};
     assert_int_equal(run_in_child(child_start, &dry), 0);
