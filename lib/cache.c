@@ -6,7 +6,6 @@
 #include "loader.h"
 #include "options.h"
 #include "os.h"
-#include "stack.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -881,12 +880,6 @@ HP_EXTERN(int32_t) hp_cache_configure(const struct hp_cache_config *cfg)
                        (unsigned long long)cfg->pool_idle_ms, HP_CACHE_MAX_IDLE_MS);
     set_limits(cfg->max_bytes, cfg->idle_ms, cfg->pool_idle_ms);
     return HP_OK;
-}
-
-HP_EXTERN(int32_t) hp_cache_trim(void)
-{
-    hp_cache_flush(NULL, 0);
-    return hp_stack_cache_trim();
 }
 
 /* The entry of out for backend i and page size ps, added if there is room. */

@@ -2,10 +2,8 @@
 #include "loader.h"
 #include "error.h"
 #include "measure.h"
-#include "cache.h"
 #include "options.h"
 #include "os.h"
-#include "registry.h"
 #include "trust.h"
 
 #include <dlfcn.h>
@@ -623,22 +621,13 @@ static void load_all(void)
     pthread_atfork(caps_lock_all, caps_unlock_all, caps_unlock_all_child);
 }
 
-/* When libhp itself is unloaded (dlclose), give back the table's strings,
- * which nothing can reach any more; LeakSanitizer counts them otherwise.
- * The plugins stay loaded (their code may still be running in other
- * threads at exit). */
-/* libhp's one destructor. Cached ranges go back through their backends'
- * unmap first; then each backend's fini, unless blocks are still live: a
- * later destructor of the program may still free them through that
- * backend, so its state must stay (the process is ending anyway). */
-__attribute__((destructor)) static void loader_fini(void)
+/* Teardown (lib/lifecycle.c): each backend's fini when call_fini, then the
+ * table's strings, which nothing can reach any more once libhp itself is
+ * unloaded (dlclose); LeakSanitizer counts them otherwise. The plugins stay
+ * loaded (their code may still be running in other threads at exit). */
+void hp_loader_fini(int call_fini)
 {
-    hp_cache_shutdown();
-    uint64_t live = hp_registry_count();
-    if (live)
-        hp_log("unloading with %llu live blocks: the backends' fini is not called",
-               (unsigned long long)live);
-    for (unsigned i = 0; !live && i < core.n; i++)
+    for (unsigned i = 0; call_fini && i < core.n; i++)
         fini(&core.backends[i]);
     for (unsigned i = 0; i < core.n; i++) {
         char *path = core.backends[i].path;

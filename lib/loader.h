@@ -105,4 +105,8 @@ struct hp_backend *hp_backend_by_name(struct hp_core *core, const char *name);
  * build lists its sources in builtin_backend_sources). */
 const struct hp_backend_ops *hp_builtin_backend(const struct hp_host *host);
 
+/* Teardown, for lib/lifecycle.c alone: each backend's fini (when
+ * call_fini: no block is live), then the table's strings. */
+void hp_loader_fini(int call_fini);
+
 #endif
