@@ -4,6 +4,7 @@
 #include "hp/errors.h"
 #include "cache.h"
 #include "error.h"
+#include "fork.h"
 #include "explain.h"
 #include "loader.h"
 #include "numa.h"
@@ -420,7 +421,7 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
             return NULL;
         }
         /* Read before the map: a fork racing with it makes the block stale
-         * (lib/cache.h, hp_fork_gen), never the other way round. */
+         * (lib/fork.h, hp_fork_gen), never the other way round. */
         blk->gen = hp_fork_gen();
         int32_t rc = map_with(b, r->len, r->flags, cand[i].page_size, &r->placement, &blk->m);
         /* The pool pages the cache holds may be the ones this map misses. */

@@ -17,7 +17,7 @@ struct hp_block {
      * maps or moves it, inherited by ranges carved from it (lib/cache.h).
      * Anonymous ranges of one lineage merge back into one VMA. */
     uint64_t origin;
-    uint64_t gen;                 /* hp_fork_gen() when its pages were mapped (lib/cache.h) */
+    uint64_t gen;                 /* hp_fork_gen() when its pages were mapped (lib/fork.h) */
     uint32_t busy;                /* an hp_realloc works on it (lib/registry.h) */
     uint32_t pinned;              /* enum hp_pin (lib/select.h): hp_realloc keeps it in its backend */
     uint32_t excluded;            /* backends it may never move to (hp_select_excluded) */

@@ -3,6 +3,7 @@
 #include "hp/cache.h"
 #include "hp/errors.h"
 #include "error.h"
+#include "fork.h"
 #include "loader.h"
 #include "options.h"
 #include "os.h"
@@ -51,75 +52,6 @@ static _Atomic uint64_t hits, misses, adopted_bytes, released_bytes, releases;
  * in progress): a flush waits for them. */
 static _Atomic uint64_t in_flight;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static _Atomic uint64_t fork_gen = 1;
-static pthread_once_t gen_once = PTHREAD_ONCE_INIT;
-
-/* Readers: remaps that must not race a fork; the writer: fork itself. */
-static pthread_rwlock_t fence;
-
-static void bump_gen(void)
-{
-    atomic_fetch_add(&fork_gen, 1);
-}
-
-static void fence_fork(void)
-{
-    pthread_rwlock_wrlock(&fence);
-}
-
-static void fence_init(void)
-{
-    /* Writer first: a stream of remaps must not hold a fork back forever. */
-    pthread_rwlockattr_t a;
-    pthread_rwlockattr_init(&a);
-    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&fence, &a);
-    pthread_rwlockattr_destroy(&a);
-}
-
-static void fence_parent(void)
-{
-    bump_gen();
-    pthread_rwlock_unlock(&fence);
-}
-
-/* glibc's unlock tells a writer by its thread id, which the child's one
- * thread does not share with the parent's forking thread: start afresh. */
-static void fence_child(void)
-{
-    bump_gen();
-    fence_init();
-}
-
-static void gen_init(void)
-{
-    fence_init();
-    pthread_atfork(fence_fork, fence_parent, fence_child);
-}
-
-uint64_t hp_fork_gen(void)
-{
-    pthread_once(&gen_once, gen_init);
-    return atomic_load(&fork_gen);
-}
-
-uint64_t hp_fork_fence_enter(void)
-{
-    pthread_once(&gen_once, gen_init);
-    pthread_rwlock_rdlock(&fence);
-    return atomic_load(&fork_gen);
-}
-
-void hp_fork_fence_leave(void)
-{
-    pthread_rwlock_unlock(&fence);
-}
-
-void hp_fork_gen_bump(void)
-{
-    bump_gen();
-}
-
 /* Private hugetlb pages that existed at a fork are shared copy-on-write
  * with the child, and their reservations stay with the parent's VMAs
  * (the kernel's hugetlb reservation document in Documentation/mm/; mm/hugetlb.c
@@ -142,7 +74,7 @@ void hp_fork_gen_bump(void)
  * with the child until it lets them go). */
 static int stale(uint32_t flags, uint64_t gen)
 {
-    return (flags & HP_MAP_POOL) && gen != atomic_load(&fork_gen);
+    return (flags & HP_MAP_POOL) && gen != hp_fork_gen();
 }
 
 /* The release thread (reap): started by a put when the cache holds memory
@@ -181,7 +113,7 @@ static void init_wake(void)
  * the fork can see a range from before it as current. */
 static void parent_after_fork(void)
 {
-    bump_gen();
+    hp_fork_gen_bump();
     unlock_all();
 }
 
@@ -192,7 +124,7 @@ static void parent_after_fork(void)
  * release thread does not exist here; the next put starts one. */
 static void child_after_fork(void)
 {
-    bump_gen();
+    hp_fork_gen_bump();
     in_flight = 0;  /* another parent thread's release: not ours to wait for */
     reaper_running = 0;
     reaper_joinable = 0;
@@ -219,7 +151,7 @@ static void init(void)
     atomic_store(&idle_ms, o->cache_idle_ms);
     atomic_store(&pool_idle_ms, o->cache_pool_idle_ms);
     init_wake();
-    pthread_once(&gen_once, gen_init);
+    hp_fork_gen();  /* the fence's fork handlers first: they run after ours */
     pthread_atfork(lock_all, parent_after_fork, child_after_fork);
 }
 

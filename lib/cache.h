@@ -41,7 +41,7 @@
  * split a carved HP_MAP_POOL piece off (two madvise calls, which no fork
  * may see half done); ranges are released after the lock is dropped.
  * Fork-safety: pthread_atfork holds every lock across fork. hugetlb memory
- * from before a fork (fork generation, hp_fork_gen) is never reused in
+ * from before a fork (fork generation, lib/fork.h) is never reused in
  * either process: see cache.c, stale. The child unmaps everything it
  * inherited and starts with an empty cache.
  */
@@ -97,22 +97,6 @@ uint64_t hp_cache_bytes(const struct hp_backend *be, uint64_t page_size);
  * with MADV_DONTNEED (a swapped-out page is not resident but not zero
  * either); hugetlb pages are never swapped and fault in zeroed. */
 void hp_zero_reused(void *addr, uint64_t len, int hugetlb);
-
-/* The fork generation: a counter that every fork moves on, in the parent
- * and in the child (pthread_atfork; the block and stack caches also move it
- * in their own handlers, before their locks are released). Read it before
- * mapping hugetlb memory and keep it with the mapping: memory whose
- * generation is not the current one may be shared copy-on-write with
- * another process, and is never cached or reused. */
-uint64_t hp_fork_gen(void);
-void hp_fork_gen_bump(void);
-
-/* Hold fork() back (pthread_atfork waits) across a remap that must not race
- * one: hp_fork_fence_enter returns the generation, which cannot change
- * until hp_fork_fence_leave. Many threads may be inside at once. Nothing
- * inside may take another lock that libhp's atfork handlers take. */
-uint64_t hp_fork_fence_enter(void);
-void hp_fork_fence_leave(void);
 
 /* Figures for tests and hpctl. */
 struct hp_cache_figures {

@@ -4,12 +4,12 @@
 #include "hp/errors.h"
 #include "block.h"
 #include "error.h"
+#include "fork.h"
 #include "loader.h"
 #include "measure.h"
 #include "numa.h"
 #include "os.h"
 #include "stack.h"
-#include "cache.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -182,7 +182,7 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req, 
                        (unsigned long long)size, why);
     char tried[400] = "";
     int32_t rc = HP_ENOMEM;
-    uint64_t gen = hp_fork_gen();  /* before the map: see lib/cache.h */
+    uint64_t gen = hp_fork_gen();  /* before the map: see lib/fork.h */
     for (unsigned i = 0; i < n; i++) {
         struct hp_backend *b = &c->backends[plan[i].backend];
         struct hp_stack_request one = *req;

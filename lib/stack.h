@@ -28,7 +28,7 @@ struct hp_stack_map {
     uint64_t guard;
     uint32_t kind;             /* the backend's kind (enum hp_backend_kind) */
     uint32_t kept;             /* cached with its pages (not released) */
-    uint64_t gen;              /* hp_fork_gen() when it was mapped (lib/cache.h) */
+    uint64_t gen;              /* hp_fork_gen() when it was mapped (lib/fork.h) */
     uint32_t placed;           /* mapped under a NUMA placement: never cached */
 };
 

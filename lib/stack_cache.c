@@ -1,9 +1,9 @@
 /* The stack handle table and the cache of released stacks (lib/stack.h). */
 #include "abi_sizes.h"
 #include "stack.h"
-#include "cache.h"
 #include "hp/errors.h"
 #include "error.h"
+#include "fork.h"
 #include "os.h"
 
 #include <errno.h>
@@ -48,7 +48,7 @@ static void unlock_table(void)
 
 /* The fork generation moves on before the lock is released on either
  * side, so no take can see a hugetlb stack from before the fork as
- * current (lib/cache.h). */
+ * current (lib/fork.h). */
 static void after_fork(void)
 {
     hp_fork_gen_bump();
