@@ -4,6 +4,7 @@ See _buffer.py for how the memory is exported and why close(), resize() and
 garbage collection can never leave a view on freed memory.
 """
 
+import collections.abc
 import operator
 import os
 import re
@@ -286,7 +287,8 @@ def _placement(opts: Any, node: Optional[int], nodes: Optional[Iterable[int]],
         return None
     if node is not None and nodes is not None:
         raise ValueError("give node= or nodes=, not both")
-    if isinstance(nodes, (str, bytes)):
+    if node is None and (isinstance(nodes, (str, bytes))
+                         or not isinstance(nodes, collections.abc.Iterable)):
         raise TypeError(f"nodes must be an iterable of ints, not {type(nodes).__name__}")
     wanted = ([bounded(node, "node", 0, 1023)] if node is not None
               else [bounded(n, "nodes", 0, 1023) for n in nodes])  # type: ignore[union-attr]

@@ -14,7 +14,9 @@
  * requests, and any request libhp fails, go to numpy's default handler.
  * The pointers libhp returned are remembered in a set, so free and realloc
  * know which allocator a pointer belongs to without asking libhp about every
- * small array. realloc keeps a pointer with its allocator: hp_realloc for
+ * small array. With a NUMA placement configured, hp_alloc_ex takes it (the
+ * same options as hp.alloc's node=, nodes=, mode=); hp_realloc keeps the
+ * placement a block was made with. realloc keeps a pointer with its allocator: hp_realloc for
  * libhp blocks (page tables move, bytes do not), the default realloc for the
  * rest (numpy's free passes sizes the default handler's small-block cache
  * relies on, so a default block is never moved into libhp behind its back).
@@ -37,12 +39,14 @@
 #include <string.h>
 
 typedef void *(*hp_alloc_fn)(size_t, uint64_t);
+typedef void *(*hp_alloc_ex_fn)(size_t, const struct hp_alloc_opts *);
 typedef void *(*hp_realloc_fn)(void *, size_t, uint64_t);
 typedef int32_t (*hp_free_fn)(void *);
 
 static struct {
     void *dl;                     /* pins libhp for the life of the process */
     hp_alloc_fn alloc;
+    hp_alloc_ex_fn alloc_ex;
     hp_realloc_fn realloc;
     hp_free_fn free;
     PyDataMemAllocator deflt;     /* numpy's default handler */
@@ -50,6 +54,13 @@ static struct {
     _Atomic uint64_t flags;
     _Atomic uint64_t n_alloc, n_realloc, n_free, n_fallback;
 } hpn;
+
+/* The NUMA placement of new buffers (HP_NUMA_DEFAULT: none), copied under
+ * place_lock by each allocation so that mode and nodes always match. */
+#define HPN_MAX_NODE 1024
+static pthread_mutex_t place_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t place_mode;
+static uint64_t place_nodes[HPN_MAX_NODE / 64];
 
 /* The set of live libhp pointers: open addressing, linear probing. */
 #define SLOT_EMPTY ((uintptr_t)0)
@@ -142,16 +153,34 @@ static int set_take(void *ptr)
 static void set_lock_prepare(void)
 {
     pthread_mutex_lock(&set_lock);
+    pthread_mutex_lock(&place_lock);
 }
 
 static void set_lock_release(void)
 {
+    pthread_mutex_unlock(&place_lock);
     pthread_mutex_unlock(&set_lock);
+}
+
+static void *alloc_placed(size_t size, uint64_t flags)
+{
+    uint64_t nodes[HPN_MAX_NODE / 64];
+    struct hp_alloc_opts opts = HP_ALLOC_OPTS_INIT;
+    pthread_mutex_lock(&place_lock);
+    opts.numa_mode = place_mode;
+    memcpy(nodes, place_nodes, sizeof(nodes));
+    pthread_mutex_unlock(&place_lock);
+    if (opts.numa_mode == HP_NUMA_DEFAULT)
+        return hpn.alloc(size, flags);
+    opts.flags = flags;
+    opts.numa_max_node = HPN_MAX_NODE;
+    opts.numa_nodes = nodes;
+    return hpn.alloc_ex(size, &opts);
 }
 
 static void *from_libhp(size_t size, uint64_t extra_flags)
 {
-    void *p = hpn.alloc(size, atomic_load(&hpn.flags) | extra_flags);
+    void *p = alloc_placed(size, atomic_load(&hpn.flags) | extra_flags);
     if (!p) {
         atomic_fetch_add(&hpn.n_fallback, 1);
         return NULL;
@@ -244,16 +273,56 @@ static PyDataMem_Handler handler = {
 
 static PyObject *handler_capsule;
 
-/* configure(path, hp_alloc_address, min_size, flags) */
+/* The placement of configure(): mode 0 with no nodes, or an HP_NUMA_* mode
+ * with a tuple of node numbers below HPN_MAX_NODE, into *mode and nodes. */
+static int parse_placement(PyObject *mode_obj, PyObject *nodes_obj, uint32_t *mode,
+                           uint64_t nodes[HPN_MAX_NODE / 64])
+{
+    unsigned long m = PyLong_AsUnsignedLong(mode_obj);
+    if (m == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    if (m > HP_NUMA_INTERLEAVE) {
+        PyErr_Format(PyExc_ValueError, "numa_mode %lu is not an HP_NUMA_* mode", m);
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(nodes_obj);
+    if ((m == HP_NUMA_DEFAULT) != (n == 0)) {
+        PyErr_SetString(PyExc_ValueError, "nodes must be given with a mode, and only then");
+        return -1;
+    }
+    memset(nodes, 0, HPN_MAX_NODE / 8);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long node = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(nodes_obj, i));
+        if (node == (unsigned long)-1 && PyErr_Occurred())
+            return -1;
+        if (node >= HPN_MAX_NODE) {
+            PyErr_Format(PyExc_ValueError, "node %lu is out of range 0..%d", node,
+                         HPN_MAX_NODE - 1);
+            return -1;
+        }
+        nodes[node / 64] |= UINT64_C(1) << (node % 64);
+    }
+    *mode = (uint32_t)m;
+    return 0;
+}
+
+/* configure(path, hp_alloc_address, min_size, flags, numa_mode=0, nodes=()) */
 static PyObject *configure(PyObject *self, PyObject *args)
 {
     const char *path;
-    PyObject *addr_obj, *min_obj, *flags_obj;
+    PyObject *addr_obj, *min_obj, *flags_obj, *mode_obj = NULL, *nodes_obj = NULL;
     (void)self;
     /* "K" would wrap an int past 2^64 silently (2**64 + 5 becoming 5):
      * PyLong_AsUnsignedLongLong refuses it with OverflowError instead. */
-    if (!PyArg_ParseTuple(args, "sO!O!O!", &path, &PyLong_Type, &addr_obj, &PyLong_Type,
-                          &min_obj, &PyLong_Type, &flags_obj))
+    if (!PyArg_ParseTuple(args, "sO!O!O!|O!O!", &path, &PyLong_Type, &addr_obj, &PyLong_Type,
+                          &min_obj, &PyLong_Type, &flags_obj, &PyLong_Type, &mode_obj,
+                          &PyTuple_Type, &nodes_obj))
+        return NULL;
+    uint32_t mode = HP_NUMA_DEFAULT;
+    uint64_t nodes[HPN_MAX_NODE / 64] = {0};
+    if (mode_obj && !nodes_obj && PyLong_AsLong(mode_obj) != 0)
+        return PyErr_Format(PyExc_ValueError, "a numa_mode needs nodes");
+    if (nodes_obj && parse_placement(mode_obj, nodes_obj, &mode, nodes) < 0)
         return NULL;
     unsigned long long alloc_addr = PyLong_AsUnsignedLongLong(addr_obj);
     if (alloc_addr == (unsigned long long)-1 && PyErr_Occurred())
@@ -274,20 +343,26 @@ static PyObject *configure(PyObject *self, PyObject *args)
                                 "hp.numpy: %s is not the libhp loaded in this process: %s",
                                 path, dlerror());
         hp_alloc_fn a = (hp_alloc_fn)dlsym(dl, "hp_alloc");
+        hp_alloc_ex_fn ax = (hp_alloc_ex_fn)dlsym(dl, "hp_alloc_ex");
         hp_realloc_fn r = (hp_realloc_fn)dlsym(dl, "hp_realloc");
         hp_free_fn f = (hp_free_fn)dlsym(dl, "hp_free");
-        if (!a || !r || !f || (uintptr_t)a != (uintptr_t)alloc_addr) {
+        if (!a || !ax || !r || !f || (uintptr_t)a != (uintptr_t)alloc_addr) {
             dlclose(dl);
             return PyErr_Format(PyExc_ImportError,
                                 "hp.numpy: %s does not export the hp_alloc the binding uses", path);
         }
         hpn.alloc = a;
+        hpn.alloc_ex = ax;
         hpn.realloc = r;
         hpn.free = f;
         hpn.dl = dl;
     }
     atomic_store(&hpn.min_size, (size_t)min_size);
     atomic_store(&hpn.flags, (uint64_t)flags);
+    pthread_mutex_lock(&place_lock);
+    place_mode = mode;
+    memcpy(place_nodes, nodes, sizeof(place_nodes));
+    pthread_mutex_unlock(&place_lock);
     Py_INCREF(handler_capsule);
     return handler_capsule;
 }
@@ -299,14 +374,33 @@ static PyObject *stats(PyObject *self, PyObject *args)
     pthread_mutex_lock(&set_lock);
     size_t live = set_live;
     pthread_mutex_unlock(&set_lock);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:n,s:K,s:K}",
+    uint64_t nodes[HPN_MAX_NODE / 64];
+    pthread_mutex_lock(&place_lock);
+    uint32_t mode = place_mode;
+    memcpy(nodes, place_nodes, sizeof(nodes));
+    pthread_mutex_unlock(&place_lock);
+    PyObject *node_list = PyList_New(0);
+    for (unsigned n = 0; node_list && n < HPN_MAX_NODE; n++) {
+        if (!(nodes[n / 64] >> (n % 64) & 1u))
+            continue;
+        PyObject *item = PyLong_FromUnsignedLong(n);
+        if (!item || PyList_Append(node_list, item) < 0)
+            Py_CLEAR(node_list);
+        Py_XDECREF(item);
+    }
+    PyObject *node_tuple = node_list ? PyList_AsTuple(node_list) : NULL;
+    Py_XDECREF(node_list);
+    if (!node_tuple)
+        return NULL;
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:n,s:K,s:K,s:I,s:N}",
                          "allocs", (unsigned long long)atomic_load(&hpn.n_alloc),
                          "reallocs", (unsigned long long)atomic_load(&hpn.n_realloc),
                          "frees", (unsigned long long)atomic_load(&hpn.n_free),
                          "fallbacks", (unsigned long long)atomic_load(&hpn.n_fallback),
                          "live", (Py_ssize_t)live,
                          "min_size", (unsigned long long)atomic_load(&hpn.min_size),
-                         "flags", (unsigned long long)atomic_load(&hpn.flags));
+                         "flags", (unsigned long long)atomic_load(&hpn.flags),
+                         "numa_mode", (unsigned)mode, "nodes", node_tuple);
 }
 
 /* set_handler(capsule) -> previous handler capsule (PyDataMem_SetHandler). */
@@ -318,7 +412,8 @@ static PyObject *set_handler(PyObject *self, PyObject *capsule)
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(libhp_path, hp_alloc_address, min_size, flags) -> handler capsule"},
+     "configure(libhp_path, hp_alloc_address, min_size, flags, numa_mode=0, nodes=()) -> "
+     "handler capsule"},
     {"stats", stats, METH_NOARGS, "counters of the handler"},
     {"set_handler", set_handler, METH_O,
      "PyDataMem_SetHandler(capsule or None); returns the previous handler"},

@@ -261,3 +261,108 @@ def test_numpy_default_allocator_advises_malloc_arrays_only(np):
     assert huge_ones >= 32 << 20 and huge_zeros == 0
     readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert "**not `np.zeros`**" in readme
+
+
+# -- NUMA placement: install(node=, nodes=, mode=) -------------------------------
+# This machine has one node, so only node 0 can be placed on; the kernel lab's
+# two-node guests (tools/klab) run the C tests (tests/kernel/numa.c), not
+# Python, so placement on another node is covered there for hp_alloc_ex only.
+
+def nodes_with_memory():
+    try:
+        with open("/sys/devices/system/node/has_memory") as f:
+            text = f.read().strip()
+    except OSError:
+        return [0]
+    nodes = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        nodes.extend(range(int(lo), int(hi or lo) + 1))
+    return nodes
+
+
+@pytest.mark.parametrize("mode", ["prefer", "bind", "interleave"])
+def test_install_places_arrays_on_the_node(np, hpnumpy, mode):
+    node = nodes_with_memory()[-1]
+    hpnumpy.install(min_size=1 << 20, node=node, mode=mode)
+    try:
+        assert hpnumpy.stats()["mode"] == mode and hpnumpy.stats()["nodes"] == (node,)
+        a = np.ones((4 << 20) // 8)
+        info = hp.info(a)
+        assert info.numa_mode == mode and info.numa_nodes == (node,)
+        assert hp.block_nodes(a) == {node: 4 << 20}
+        a.resize((16 << 20) // 8, refcheck=False)   # hp_realloc keeps the placement
+        a[:] = 2
+        assert hp.info(a).numa_mode == mode
+        assert hp.block_nodes(a) == {node: 16 << 20}
+        small = np.ones(1024)                       # below min_size: numpy's own
+        with pytest.raises(hp.ForeignPointerError):
+            hp.info(small)
+    finally:
+        hpnumpy.uninstall()
+    hpnumpy.install(min_size=1 << 20)               # no placement: none kept
+    try:
+        assert hpnumpy.stats()["mode"] == "default" and hpnumpy.stats()["nodes"] == ()
+        b = np.ones((4 << 20) // 8)
+        assert hp.info(b).numa_mode == "default"
+        assert hp.info(a).numa_mode == mode         # older arrays keep theirs
+    finally:
+        hpnumpy.uninstall()
+
+
+def test_install_on_a_node_without_memory_raises_and_changes_nothing(np, hpnumpy):
+    missing = nodes_with_memory()[-1] + 1
+    before = hpnumpy.stats()
+    for mode in ("bind", "prefer"):
+        with pytest.raises(hp.InvalidArgumentError,
+                           match=f"node={missing}: .*node {missing} has no memory"):
+            hpnumpy.install(min_size=1 << 20, node=missing, mode=mode)
+        with pytest.raises(hp.InvalidArgumentError, match="has no memory"):
+            with hp.numpy_allocator(nodes=[0, missing], mode=mode):
+                pass  # pragma: no cover - never entered
+    assert not hpnumpy.installed()
+    after = hpnumpy.stats()
+    for key in ("min_size", "flags", "mode", "nodes", "allocs", "fallbacks"):
+        assert after[key] == before[key], key
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"node": "0"}, TypeError, "node must be an int"),
+    ({"node": 0.0}, TypeError, "node must be an int"),
+    ({"node": True}, TypeError, "node must be an int"),
+    ({"nodes": 5}, TypeError, "nodes must be an iterable"),
+    ({"nodes": "0"}, TypeError, "nodes must be an iterable"),
+    ({"nodes": [0, "1"]}, TypeError, "nodes must be an int"),
+    ({"node": 0, "mode": 2}, TypeError, "mode must be a str"),
+    ({"node": 0, "mode": "sometimes"}, ValueError, "mode='sometimes'"),
+    ({"node": -1}, ValueError, "node=-1 is out of range"),
+    ({"node": 1024}, ValueError, "node=1024 is out of range"),
+    ({"nodes": [0, 5000]}, ValueError, "nodes=5000 is out of range"),
+    ({"nodes": []}, ValueError, "names no node"),
+    ({"mode": "bind"}, ValueError, "mode= needs node= or nodes="),
+    ({"node": 0, "nodes": [0]}, ValueError, "give node= or nodes="),
+])
+def test_install_refuses_bad_placements(hpnumpy, kwargs, error, match):
+    hpnumpy.install(min_size=3 << 20, node=0)
+    try:
+        with pytest.raises(error, match=match):
+            hpnumpy.install(min_size=1 << 20, **kwargs)
+        with pytest.raises(error, match=match):
+            with hp.numpy_allocator(**kwargs):
+                pass  # pragma: no cover - never entered
+        stats = hpnumpy.stats()
+        assert (stats["min_size"], stats["mode"], stats["nodes"]) == (3 << 20, "prefer", (0,))
+    finally:
+        hpnumpy.uninstall()
+
+
+def test_context_manager_restores_the_placement(np, hpnumpy):
+    hpnumpy.install(min_size=1 << 20, nodes=[0], mode="bind")
+    try:
+        with hp.numpy_allocator(min_size=2 << 20):
+            assert hpnumpy.stats()["mode"] == "default"
+            assert hp.info(np.ones((2 << 20) // 8)).numa_mode == "default"
+        assert (hpnumpy.stats()["mode"], hpnumpy.stats()["nodes"]) == ("bind", (0,))
+        assert hp.info(np.ones((2 << 20) // 8)).numa_mode == "bind"
+    finally:
+        hpnumpy.uninstall()
