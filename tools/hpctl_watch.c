@@ -3,18 +3,23 @@
  * from /proc/PID/stat) or of the machine (/proc/meminfo, /proc/vmstat),
  * plus the mTHP folios of every size (the per-size stats counters are
  * machine-wide: Documentation/admin-guide/mm/transhuge.rst, "Monitoring
- * usage"), one line per interval.
+ * usage"), one line per interval. Per NUMA node: the process's pages from
+ * /proc/PID/numa_maps (Documentation/filesystems/proc.rst, "numa_maps"),
+ * or the machine's from /sys/devices/system/node/nodeN/meminfo.
  */
 #include "hpctl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_SIZES 32
+#define MAX_NODES 1024   /* Linux's largest MAX_NUMNODES */
 
 struct sample {
     int ok;
@@ -25,6 +30,13 @@ struct sample {
     int n_sizes;
     unsigned long kb[MAX_SIZES];
     long long nr_anon[MAX_SIZES], fault_alloc[MAX_SIZES];
+    /* Per node, nodes[0..n_nodes): with a PID, resident kB outside and in
+     * hugetlb mappings (numa_ok: numa_maps was read); without, the node's
+     * AnonHugePages kB and default-size pool. -1: not known. */
+    int n_nodes, numa_ok;
+    int nodes[MAX_NODES];
+    long long node_rss_kb[MAX_NODES], node_hugetlb_kb[MAX_NODES];
+    long long node_anon_huge_kb[MAX_NODES], node_pool_total[MAX_NODES], node_pool_free[MAX_NODES];
 };
 
 /* "Name:   123 kB" lines of a /proc file, several names at once. */
@@ -69,6 +81,116 @@ static int read_faults(int pid, long long *minflt, long long *majflt)
     return 0;
 }
 
+/* The nodes of NODE_DIR (nodeN directories), sorted; 0 without NUMA. */
+static int list_nodes(int nodes[], int max)
+{
+    char full[512];
+    DIR *d = opendir(hpctl_path(NODE_DIR, full, sizeof(full)));
+    int n = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        int v;
+        char tail;
+        if (sscanf(e->d_name, "node%d%c", &v, &tail) == 1 && v >= 0 && v < MAX_NODES)
+            nodes[n++] = v;
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && nodes[j] < nodes[j - 1]; j--) {
+            int t = nodes[j];
+            nodes[j] = nodes[j - 1];
+            nodes[j - 1] = t;
+        }
+    return n;
+}
+
+/* Index of node in s->nodes, added (in order) if missing; -1 if full. */
+static int node_slot(struct sample *s, int node)
+{
+    int i = 0;
+    while (i < s->n_nodes && s->nodes[i] < node)
+        i++;
+    if (i < s->n_nodes && s->nodes[i] == node)
+        return i;
+    if (s->n_nodes == MAX_NODES)
+        return -1;
+    memmove(&s->nodes[i + 1], &s->nodes[i], (size_t)(s->n_nodes - i) * sizeof(s->nodes[0]));
+    memmove(&s->node_rss_kb[i + 1], &s->node_rss_kb[i],
+            (size_t)(s->n_nodes - i) * sizeof(s->node_rss_kb[0]));
+    memmove(&s->node_hugetlb_kb[i + 1], &s->node_hugetlb_kb[i],
+            (size_t)(s->n_nodes - i) * sizeof(s->node_hugetlb_kb[0]));
+    s->nodes[i] = node;
+    s->node_rss_kb[i] = s->node_hugetlb_kb[i] = 0;
+    s->n_nodes++;
+    return i;
+}
+
+/* The pages of each node in /proc/PID/numa_maps: per mapping, "N<node>=<pages>"
+ * counts pages of kernelpagesize_kB (show_numa_map in fs/proc/task_mmu.c).
+ * A hugetlb mapping's page size is its huge page size and each of its huge
+ * pages counts 1; any other mapping counts base pages, a THP or mTHP folio
+ * as many base pages as it holds, so numa_maps cannot tell those apart from
+ * base pages. A file name cannot fake a token: numa_maps escapes '='. */
+static int read_numa_maps(int pid, struct sample *s)
+{
+    char path[64], full[512];
+    snprintf(path, sizeof(path), "/proc/%d/numa_maps", pid);
+    FILE *f = fopen(hpctl_path(path, full, sizeof(full)), "re");
+    if (!f)
+        return -1;
+    long base_kb = sysconf(_SC_PAGESIZE) / 1024;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        const char *k = strstr(line, " kernelpagesize_kB=");
+        long long page_kb = k ? strtoll(k + 19, NULL, 10) : base_kb;
+        int hugetlb = page_kb > base_kb;
+        for (const char *p = strstr(line, " N"); p; p = strstr(p + 1, " N")) {
+            char *end;
+            long node = strtol(p + 2, &end, 10);
+            if (end == p + 2 || *end != '=' || node < 0 || node >= MAX_NODES)
+                continue;
+            long long pages = strtoll(end + 1, NULL, 10);
+            int i = node_slot(s, (int)node);
+            if (i < 0 || pages <= 0)
+                continue;
+            if (hugetlb)
+                s->node_hugetlb_kb[i] += pages * page_kb;
+            else
+                s->node_rss_kb[i] += pages * page_kb;
+        }
+    }
+    free(line);
+    fclose(f);
+    return 0;
+}
+
+/* "Node N Name:  123 kB" lines of NODE_DIR/nodeN/meminfo. */
+static void read_node_meminfo(struct sample *s, int i)
+{
+    static const char *const names[] = {"AnonHugePages", "HugePages_Total", "HugePages_Free"};
+    long long *vals[] = {&s->node_anon_huge_kb[i], &s->node_pool_total[i], &s->node_pool_free[i]};
+    char path[64], full[512], line[256], name[64];
+    for (int k = 0; k < 3; k++)
+        *vals[k] = -1;
+    snprintf(path, sizeof(path), NODE_DIR "/node%d/meminfo", s->nodes[i]);
+    FILE *f = fopen(hpctl_path(path, full, sizeof(full)), "re");
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        int node;
+        long long v;
+        if (sscanf(line, "Node %d %63[^:]: %lld", &node, name, &v) != 3 || node != s->nodes[i])
+            continue;
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(name, names[k]))
+                *vals[k] = v;
+    }
+    fclose(f);
+}
+
 static void take(int pid, struct sample *s)
 {
     memset(s, 0, sizeof(*s));
@@ -96,6 +218,16 @@ static void take(int pid, struct sample *s)
         s->hugetlb_kb = (shared > 0 ? shared : 0) + (priv > 0 ? priv : 0);
         s->ok = s->rss_kb >= 0 && read_faults(pid, &s->faults, &s->major_faults) == 0;
     }
+    /* Every node of the machine, with 0 for those the process has no page on. */
+    int all[MAX_NODES];
+    int n_all = list_nodes(all, MAX_NODES);
+    for (int i = 0; i < n_all; i++)
+        node_slot(s, all[i]);
+    if (pid > 0)
+        s->numa_ok = read_numa_maps(pid, s) == 0;
+    else
+        for (int i = 0; i < s->n_nodes; i++)
+            read_node_meminfo(s, i);
     s->n_sizes = size_dirs(THP_DIR, s->kb, MAX_SIZES);
     for (int i = 0; i < s->n_sizes; i++) {
         char path[256];
@@ -112,6 +244,27 @@ static long long delta(long long now, long long before)
     return now >= 0 && before >= 0 && now >= before ? now - before : -1;
 }
 
+static void print_nodes_json(int pid, const struct sample *s)
+{
+    printf(", \"nodes\": ");
+    if (pid > 0 && !s->numa_ok) {
+        printf("null");
+        return;
+    }
+    printf("[");
+    for (int i = 0; i < s->n_nodes; i++) {
+        printf("%s{\"node\": %d, ", i ? ", " : "", s->nodes[i]);
+        if (pid > 0)
+            printf("\"rss_kb\": %lld, \"hugetlb_kb\": %lld}", s->node_rss_kb[i],
+                   s->node_hugetlb_kb[i]);
+        else
+            printf("\"anon_huge_kb\": %lld, \"hugetlb_pool_total\": %lld, "
+                   "\"hugetlb_pool_free\": %lld}", s->node_anon_huge_kb[i], s->node_pool_total[i],
+                   s->node_pool_free[i]);
+    }
+    printf("]");
+}
+
 static void print_json(int pid, double t, const struct sample *s, const struct sample *prev)
 {
     printf("{\"schema\": %d, \"command\": \"watch\", \"pid\": ", HPCTL_SCHEMA);
@@ -126,6 +279,7 @@ static void print_json(int pid, double t, const struct sample *s, const struct s
         printf(", \"hugetlb_pool_total\": %lld, \"hugetlb_pool_free\": %lld, "
                "\"thp_fault_alloc\": %lld, \"thp_fault_fallback\": %lld",
                s->hugetlb_total, s->hugetlb_free, s->thp_fault_alloc, s->thp_fault_fallback);
+    print_nodes_json(pid, s);
     printf(", \"mthp\": [");
     for (int i = 0; i < s->n_sizes; i++) {
         long long d = -1;
@@ -143,8 +297,10 @@ static void print_text(int pid, double t, const struct sample *s, const struct s
                        unsigned line)
 {
     if (line % 20 == 0)
-        printf("%8s %10s %12s %12s %10s  %s\n", "TIME", pid > 0 ? "RSS_KB" : "POOL_FREE",
-               "ANONHUGE_KB", "HUGETLB_KB", "NEW_FAULTS", "MTHP FOLIOS (nr_anon, machine-wide)");
+        printf("%8s %10s %12s %12s %10s  %s  %s\n", "TIME", pid > 0 ? "RSS_KB" : "POOL_FREE",
+               "ANONHUGE_KB", "HUGETLB_KB", "NEW_FAULTS",
+               pid > 0 ? "PER NODE (rss/hugetlb kB)" : "PER NODE (anonhuge kB/pool free)",
+               "MTHP FOLIOS (nr_anon, machine-wide)");
     /* NEW_FAULTS counts since the previous line: the first line has none
      * ("-"), as its JSON has faults_delta -1. */
     long long d = prev ? delta(s->faults, prev->faults) : -1;
@@ -152,6 +308,14 @@ static void print_text(int pid, double t, const struct sample *s, const struct s
     snprintf(faults, sizeof(faults), d >= 0 ? "%lld" : prev ? "?" : "-", d);
     printf("%8.1f %10lld %12lld %12lld %10s ", t, pid > 0 ? s->rss_kb : s->hugetlb_free,
            s->anon_huge_kb, s->hugetlb_kb, faults);
+    if ((pid > 0 && !s->numa_ok) || !s->n_nodes)
+        printf(" -");
+    for (int i = 0; (pid <= 0 || s->numa_ok) && i < s->n_nodes; i++)
+        pid > 0 ? printf(" node%d=%lld/%lld", s->nodes[i], s->node_rss_kb[i],
+                         s->node_hugetlb_kb[i])
+                : printf(" node%d=%lld/%lld", s->nodes[i], s->node_anon_huge_kb[i],
+                         s->node_pool_free[i]);
+    printf(" ");
     int any = 0;
     for (int i = 0; i < s->n_sizes; i++) {
         if (s->nr_anon[i] <= 0)

@@ -3,7 +3,11 @@
 that maps 64 MiB with MADV_HUGEPAGE and 16 MiB of hugetlb pages (as root the 2 MiB pool is
 grown to have them free, under the knob lock, and put back at exit) shows the same
 AnonHugePages and hugetlb figures as its smaps_rollup, its fault counter moves when it touches new pages, --count
-bounds the run, and a process that exits ends the watch.
+bounds the run, and a process that exits ends the watch. Per NUMA node: the
+child's pages from its numa_maps add up to its RSS and hugetlb figures (on
+this machine's nodes; a one-node machine puts them all on node 0), and on a
+fabricated /proc and /sys with two nodes each node gets exactly the pages
+and pool figures the files give it.
 
 usage: check-watch.py HPCTL   (TAP output)"""
 import json
@@ -13,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from hpctltest import done, knob_lock, knob_save, ok, run, skip
+from hpctltest import done, fake_tree, knob_lock, knob_save, ok, put, run, skip
 
 CHILD = r"""
 import mmap, sys, time
@@ -48,6 +52,14 @@ def rollup(pid):
             if len(parts) >= 2 and parts[0].endswith(":"):
                 vals[parts[0][:-1]] = int(parts[1])
     return vals
+
+
+def machine_nodes():
+    try:
+        return [int(d[4:]) for d in os.listdir("/sys/devices/system/node")
+                if d.startswith("node") and d[4:].isdigit()]
+    except OSError:
+        return []
 
 
 def free_2m():
@@ -90,6 +102,19 @@ try:
         ok(s.get("anon_huge_kb", 0) >= 32 * 1024, "the MADV_HUGEPAGE mapping holds huge pages", s)
     else:
         skip("THP counted", "THP is off on this machine")
+    # Per node, from numa_maps: the hugetlb pages exactly, the rest as RSS
+    # (numa_maps and smaps_rollup walk the page tables one after the other:
+    # a few pages of slack for the interpreter).
+    nodes = s.get("nodes") or []
+    ok(nodes and [n["node"] for n in nodes] == sorted(machine_nodes())
+       and sum(n["hugetlb_kb"] for n in nodes) == hugetlb,
+       "per node: every node, and hugetlb %s kB in all, as smaps_rollup says"
+       % [n.get("hugetlb_kb") for n in nodes], (nodes, r))
+    rss = sum(n["rss_kb"] for n in nodes)
+    ok(abs(rss - r["Rss"]) <= 1024, "per node: RSS %d kB in all, smaps_rollup %d kB"
+       % (rss, r["Rss"]), (nodes, r))
+    where = [n["node"] for n in nodes if n["rss_kb"] >= 64 * 1024]
+    ok(len(where) >= 1, "per node: the 66 MiB mapping is on node(s) %s" % where, nodes)
     ok(len(s.get("mthp", [])) == len([d for d in os.listdir("/sys/kernel/mm/transparent_hugepage")
                                       if d.startswith("hugepages-")]),
        "one mTHP entry per size", s.get("mthp"))
@@ -120,6 +145,57 @@ finally:
 rc, out, err = run("watch", "--count", "1", "--json")
 m = json.loads(out) if rc == 0 else {}
 ok(rc == 0 and m["pid"] is None and "hugetlb_pool_total" in m, "machine view", out + err)
+ok(rc == 0 and [n["node"] for n in m.get("nodes", [])] == sorted(machine_nodes()),
+   "machine view: one entry per node", out + err)
+
+# Fabricated: two nodes, a process with base pages on both, THP-sized
+# counts on node 1, a 2 MiB hugetlb mapping on node 1 and a 1 GiB one on
+# node 0, and a file whose name holds " huge " and " N0" (numa_maps escapes
+# '=', so a name cannot fake a count).
+root = fake_tree(pools={2048: (8, 6, 0, 0, 0)}, nodes=2)
+base = os.sysconf("SC_PAGESIZE") // 1024
+put(root, "proc/4242/smaps_rollup", "Rss: 9999 kB\nAnonHugePages: 2048 kB\n"
+    "Private_Hugetlb: 1052672 kB\n")
+put(root, "proc/4242/stat", "4242 (a) b) S 1 1 1 0 -1 0 500 0 7 0\n")
+put(root, "proc/4242/numa_maps", "\n".join([
+    "55d000000000 default file=/usr/bin/cat mapped=2 N0=2 kernelpagesize_kB=%d" % base,
+    "7f0000000000 default anon=600 dirty=600 N0=88 N1=512 kernelpagesize_kB=%d" % base,
+    "7f0001000000 bind:1 file=/anon_hugepage\\040(deleted) huge anon=2 dirty=2 N1=2 "
+    "kernelpagesize_kB=2048",
+    "7f0040000000 default file=/anon_hugepage\\040(deleted) huge dirty=1 N0=1 "
+    "kernelpagesize_kB=1048576",
+    "7f0080000000 default file=/tmp/a huge N0 x mapped=3 N1=3 kernelpagesize_kB=%d" % base,
+    "7f00c0000000 default stack anon=1 dirty=1 N0=1 kernelpagesize_kB=%d" % base]) + "\n")
+for node, (anon, total, free) in enumerate(((0, 4, 3), (4096, 4, 3))):
+    put(root, "sys/devices/system/node/node%d/meminfo" % node,
+        "Node %d MemTotal: 100 kB\nNode %d AnonHugePages:  %d kB\nNode %d HugePages_Total: %d\n"
+        "Node %d HugePages_Free:  %d\nNode %d HugePages_Surp: 0\n"
+        % (node, node, anon, node, total, node, free, node))
+env = {"HP_SYSFS_ROOT": root}
+rc, out, err = run("watch", "4242", "--count", "1", "--json", env=env)
+f = json.loads(out) if rc == 0 else {}
+ok(f.get("nodes") == [{"node": 0, "rss_kb": (2 + 88 + 1) * base, "hugetlb_kb": 1048576},
+                      {"node": 1, "rss_kb": (512 + 3) * base, "hugetlb_kb": 4096}],
+   "fabricated numa_maps: base pages and hugetlb per node", out + err)
+rc, out, err = run("watch", "4242", "--count", "1", env=env)
+ok(rc == 0 and "node0=%d/1048576 node1=%d/4096" % (91 * base, 515 * base) in out,
+   "fabricated numa_maps: the text line", out + err)
+rc, out, err = run("watch", "--count", "1", "--json", env=env)
+f = json.loads(out) if rc == 0 else {}
+ok(f.get("nodes") == [{"node": 0, "anon_huge_kb": 0, "hugetlb_pool_total": 4,
+                       "hugetlb_pool_free": 3},
+                      {"node": 1, "anon_huge_kb": 4096, "hugetlb_pool_total": 4,
+                       "hugetlb_pool_free": 3}],
+   "fabricated node meminfo: the machine's figures per node", out + err)
+os.remove(os.path.join(root, "proc/4242/numa_maps"))   # a kernel without NUMA
+rc, out, err = run("watch", "4242", "--count", "1", "--json", env=env)
+f = json.loads(out) if rc == 0 else {}
+ok(rc == 0 and "nodes" in f and f["nodes"] is None and f.get("rss_kb") == 9999,
+   "no numa_maps: nodes is null, the rest as before", out + err)
+rc, out, err = run("watch", "4242", "--count", "1", env=env)
+ok(rc == 0 and "PER NODE" in out.splitlines()[0] and out.splitlines()[1].split()[5] == "-",
+   "no numa_maps: the text's per-node column shows -", out + err)
+
 rc, out, err = run("watch", "--interval", "0")
 ok(rc == 2 and '--interval "0" is not a number of seconds' in err,
    "interval 0 is a usage error, named", err)
