@@ -50,6 +50,30 @@ pub enum Numa {
     Interleave,
 }
 
+/// A placement in the form `hp_alloc_opts` and `hp_stack_opts` take: the
+/// `HP_NUMA_*` mode (0: none) and the bitmap of nodes 0 to 1023.
+pub(crate) fn numa_bits(numa: &Option<(Numa, Vec<u32>)>) -> Result<(u32, [u64; 16])> {
+    let mut bits = [0u64; 16];
+    let Some((mode, nodes)) = numa else {
+        return Ok((0, bits));
+    };
+    for &n in nodes {
+        if n >= 1024 {
+            return Err(Error::new(
+                sys::HP_EINVAL,
+                format!("numa: node {n} is not below 1024"),
+            ));
+        }
+        bits[(n / 64) as usize] |= 1u64 << (n % 64);
+    }
+    let mode = match mode {
+        Numa::Prefer => sys::HP_NUMA_PREFER,
+        Numa::Bind => sys::HP_NUMA_BIND,
+        Numa::Interleave => sys::HP_NUMA_INTERLEAVE,
+    };
+    Ok((mode, bits))
+}
+
 /// Every `HP_F_*` bit libhp 1.3 knows.
 const KNOWN_FLAGS: u64 = sys::HP_F_REQUIRE_HUGE
     | sys::HP_F_POPULATE
@@ -271,24 +295,7 @@ impl AllocOptions {
         } else {
             Some(c_name(&self.exclude.join(","))?)
         };
-        let mut numa_nodes = [0u64; 16];
-        let mut numa_mode = 0;
-        if let Some((mode, nodes)) = &self.numa {
-            for &n in nodes {
-                if n >= 1024 {
-                    return Err(Error::new(
-                        sys::HP_EINVAL,
-                        format!("numa: node {n} is not below 1024"),
-                    ));
-                }
-                numa_nodes[(n / 64) as usize] |= 1u64 << (n % 64);
-            }
-            numa_mode = match mode {
-                Numa::Prefer => sys::HP_NUMA_PREFER,
-                Numa::Bind => sys::HP_NUMA_BIND,
-                Numa::Interleave => sys::HP_NUMA_INTERLEAVE,
-            };
-        }
+        let (numa_mode, numa_nodes) = numa_bits(&self.numa)?;
         Ok(CallOptions {
             flags,
             backend,

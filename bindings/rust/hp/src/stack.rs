@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use hp_sys as sys;
 
 use crate::backend::BackendKind;
-use crate::block::c_chars;
+use crate::block::{c_chars, numa_bits, Numa};
 use crate::error::{check, Error, Result};
 use crate::overflow;
 
@@ -29,6 +29,7 @@ pub struct StackOptions {
     flags: u64,
     guard_size: u64,
     name: Option<String>,
+    numa: Option<(Numa, Vec<u32>)>,
 }
 
 impl StackOptions {
@@ -90,18 +91,40 @@ impl StackOptions {
         self
     }
 
-    fn raw(&self) -> sys::hp_stack_opts {
+    /// Place the stack's memory on NUMA `nodes` (each below 1024; libhp
+    /// 1.4), as [`AllocOptions::numa`](crate::AllocOptions::numa) places a
+    /// block: libhp gives the thread that memory policy while mapping and
+    /// sets it on the stack's memory, so pages faulted later follow it too.
+    /// A placed stack is always mapped fresh, never taken from the stack
+    /// cache. A node without memory, or outside the thread's cpuset, is
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument), as
+    /// is a node of 1024 or more or an empty `nodes`.
+    pub fn numa(mut self, mode: Numa, nodes: &[u32]) -> StackOptions {
+        self.numa = Some((mode, nodes.to_vec()));
+        self
+    }
+
+    /// The options struct, pointing into `nodes` (which must outlive its use).
+    fn raw(&self, nodes: &mut [u64; 16]) -> Result<sys::hp_stack_opts> {
         let mut o = sys::hp_stack_opts::init();
         o.flags = self.flags;
         o.guard_size = self.guard_size;
-        o
+        let (mode, bits) = numa_bits(&self.numa)?;
+        if mode != 0 {
+            *nodes = bits;
+            o.numa_mode = mode;
+            o.numa_max_node = 1024;
+            o.numa_nodes = nodes.as_ptr();
+        }
+        Ok(o)
     }
 
     /// Make a stack of at least `size` usable bytes (`hp_stack_create_ex`).
     pub fn create(&self, size: usize) -> Result<Stack> {
         crate::check_loaded_version();
-        let opts = self.raw();
-        // SAFETY: opts is a valid, sized options struct.
+        let mut nodes = [0u64; 16];
+        let opts = self.raw(&mut nodes)?;
+        // SAFETY: opts is a valid, sized options struct; nodes outlives the call.
         let s = unsafe { sys::hp_stack_create_ex(size, &opts) };
         NonNull::new(s)
             .map(|raw| Stack { raw })
@@ -127,7 +150,8 @@ impl StackOptions {
         T: Send + 'static,
     {
         crate::check_loaded_version();
-        let opts = self.raw();
+        let mut nodes = [0u64; 16];
+        let opts = self.raw(&mut nodes)?;
         let packet = Arc::new(Packet {
             state: AtomicU8::new(RUNNING),
             raw: AtomicPtr::new(std::ptr::null_mut()),

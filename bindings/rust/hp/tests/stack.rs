@@ -394,3 +394,83 @@ fn cache_counts_keeps_releases_and_trims() {
     hp::configure_stack_cache(&defaults).unwrap();
     assert_eq!(hp::stack_cache_stats().unwrap().config(), defaults);
 }
+
+/// The last node with memory (0 on one node, or without NUMA information).
+fn last_node() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/node/has_memory")
+        .unwrap_or_default()
+        .trim()
+        .split([',', '-'])
+        .filter_map(|s| s.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The /proc/self/numa_maps line of the mapping that holds `addr` (the one
+/// with the highest start at or below it): its policy and page counts.
+fn numa_maps_line(addr: usize) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/numa_maps").ok()?;
+    text.lines()
+        .filter_map(|l| Some((usize::from_str_radix(l.split(' ').next()?, 16).ok()?, l)))
+        .filter(|&(start, _)| start <= addr)
+        .max_by_key(|&(start, _)| start)
+        .map(|(_, l)| l.to_string())
+}
+
+/// The nodes a numa_maps line counts pages on ("N<node>=<pages>").
+fn nodes_of(line: &str) -> Vec<u32> {
+    line.split(' ')
+        .filter_map(|t| t.strip_prefix('N')?.split_once('='))
+        .filter_map(|(n, _)| n.parse().ok())
+        .collect()
+}
+
+/// A placed stack carries the placement's policy on its memory (numa_maps
+/// shows it, and its touched pages on that node), is never a cached stack,
+/// and bad placements are refused. On one node only node 0 can be placed on
+/// (the kernel lab's two-node guests run tests/kernel/numa.c, not cargo).
+#[test]
+fn numa_placed_stacks() {
+    let Some(plain) = numa_maps_line(Stack::new(MIB).unwrap().base() as usize) else {
+        eprintln!("skipped: /proc/self/numa_maps cannot be read (a kernel without NUMA)");
+        return;
+    };
+    assert!(plain.contains(" default"), "{plain}");
+    let node = last_node();
+    // A plain stack of the same size in the cache: a placed one never takes it.
+    StackOptions::new().create(2 * MIB).unwrap().destroy().unwrap();
+    for (mode, policy) in [
+        (hp::Numa::Bind, format!(" bind:{node} ")),
+        (hp::Numa::Prefer, format!(" prefer:{node} ")),
+        (hp::Numa::Interleave, format!(" interleave:{node} ")),
+    ] {
+        let s = StackOptions::new().numa(mode, &[node]).create(2 * MIB).unwrap();
+        let info = s.info().unwrap();
+        assert!(!info.from_cache, "{mode:?}: {info:?}");
+        // SAFETY: the stack's usable bytes are ours until it is destroyed.
+        unsafe { std::ptr::write_bytes(s.base(), 1, s.size()) };
+        let line = numa_maps_line(s.base() as usize).unwrap();
+        assert!(line.contains(&policy), "{mode:?}: {line}");
+        assert_eq!(nodes_of(&line), vec![node], "{mode:?}: {line}");
+        s.destroy().unwrap();
+    }
+    // A thread on a placed stack: its own frames are on that policy.
+    let t = StackOptions::new()
+        .numa(hp::Numa::Bind, &[node])
+        .spawn(2 * MIB, || {
+            let local = [7u8; 4096];
+            numa_maps_line(std::hint::black_box(&local).as_ptr() as usize)
+        })
+        .unwrap();
+    let line = t.join().unwrap().unwrap();
+    assert!(line.contains(&format!(" bind:{node} ")), "{line}");
+    for nodes in [vec![node + 1], vec![4096], vec![]] {
+        let e = StackOptions::new().numa(hp::Numa::Bind, &nodes).create(MIB).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{nodes:?}: {e}");
+        let e = StackOptions::new()
+            .numa(hp::Numa::Prefer, &nodes)
+            .spawn(MIB, || ())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{nodes:?}: {e}");
+    }
+}
