@@ -534,8 +534,7 @@ uint64_t kt_round_up(uint64_t v, uint64_t a)
 
 static void *held[8];
 
-/* Remember p (NULL is ignored) for kt_free_held. */
-static void hold(void *p)
+void kt_hold(void *p)
 {
     if (!p)
         return;
@@ -586,7 +585,7 @@ void *kt_alloc(size_t len, const char *backend, const char *exclude, uint64_t fl
     o.exclude = exclude;
     o.flags = flags;
     void *p = hp_alloc_ex(len, &o);
-    hold(p);
+    kt_hold(p);
     return p;
 }
 

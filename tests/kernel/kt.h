@@ -155,6 +155,8 @@ uint64_t kt_round_up(uint64_t v, uint64_t a);
  * the teardown if the test fails half-way. kt_release forgets p and
  * hp_frees it, failing the test if hp_free does. */
 void kt_release(void *p);
+/* Hold p (NULL is ignored) as kt_alloc holds its blocks, e.g. one from hp_alloc_ex. */
+void kt_hold(void *p);
 /* hp_free every block still held, ignoring errors (for teardowns). */
 void kt_free_held(void);
 /* cmocka teardown calling kt_free_held. */

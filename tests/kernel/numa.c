@@ -14,7 +14,9 @@
  * bind it, get node-1 memory of another kind, or HP_ENOHUGE when only the
  * pool would do; never SIGBUS; and hpctl (argv[1]) sets the pool of node 1
  * alone and shows every node's pool in status --json. On one node those
- * tests skip and say why.
+ * tests skip and say why. On any machine, hpctl watch PID shows a block
+ * bound to the last node (base pages, and 2 MiB hugetlb when that node's
+ * pool has or can be grown to two free pages) among that node's pages.
  */
 #include <hp.h>
 
@@ -512,6 +514,76 @@ static void hpctl_pool_set_on_one_node(void **state)
     KT_CHECK(knob_set(path, was) == 0, "restore %s", path);
 }
 
+/* The rss_kb and hugetlb_kb hpctl watch PID --json shows for node. */
+static int watch_node(int node, long long *rss_kb, long long *hugetlb_kb)
+{
+    char pid[16], want[48], out[16384];
+    snprintf(pid, sizeof(pid), "%d", (int)getpid());
+    char *watch[] = {"hpctl", "watch", pid, "--count", "1", "--json", NULL};
+    int rc = run_hpctl(watch, out, sizeof(out));
+    snprintf(want, sizeof(want), "{\"node\": %d, \"rss_kb\": ", node);
+    const char *at = strstr(out, want);
+    if (rc != 0 || !at ||
+        sscanf(at + strlen(want), "%lld, \"hugetlb_kb\": %lld", rss_kb, hugetlb_kb) != 2)
+        return rc ? rc : -1;
+    return 0;
+}
+
+/* hpctl watch PID shows, per node, the process's pages from numa_maps:
+ * 16 MiB of base pages and (when the node's 2 MiB pool has or gets the
+ * pages) a 4 MiB hugetlb block bound to the last node appear on that node. */
+static void hpctl_watch_per_node(void **state)
+{
+    KT_PRECONDITIONS();
+    if (!hpctl_path || access(hpctl_path, X_OK) != 0)
+        KT_SKIP("no hpctl to run (argv[1])");
+    int node = last_node;
+    long long rss0, huge0, rss1, huge1;
+    KT_CHECK(watch_node(node, &rss0, &huge0) == 0, "hpctl watch --json: no node %d", node);
+    uint64_t mask[16];
+    struct hp_alloc_opts o = placed(HP_NUMA_BIND, node, mask);
+    o.backend = "fallback";
+    o.flags = HP_F_PAGE_4K;
+    size_t base_len = 16 << 20, huge_len = 4 << 20;
+    char *base = hp_alloc_ex(base_len, &o);
+    KT_CHECK(base != NULL, "16 MiB of base pages on node %d: %s", node, hp_last_error_detail());
+    memset(base, 1, base_len);
+    kt_hold(base);
+    /* Two free 2 MiB pages on the node: the pool grown by what it lacks,
+     * registered with the knob restorer and put back below. */
+    char path[160], nr[160], buf[32], was[32] = "";
+    snprintf(path, sizeof(path), NODES "/node%d/hugepages/hugepages-2048kB/free_hugepages", node);
+    snprintf(nr, sizeof(nr), NODES "/node%d/hugepages/hugepages-2048kB/nr_hugepages", node);
+    long lack = knob_get(path, buf, sizeof(buf)) == 0 ? 2 - atol(buf) : 0;
+    if (lack > 0 && knob_get(nr, was, sizeof(was)) == 0 && knob_set(nr, was) == 0) {
+        char more[32];
+        snprintf(more, sizeof(more), "%ld", atol(was) + lack);
+        knob_set(nr, more);
+    }
+    void *huge = NULL;
+    if (knob_get(path, buf, sizeof(buf)) == 0 && atol(buf) >= 2) {
+        o.backend = "hugetlbfs";
+        o.flags = HP_F_PAGE_2M | HP_F_REQUIRE_HUGE;
+        huge = hp_alloc_ex(huge_len, &o);
+        kt_note("4 MiB hugetlb on node %d: %s", node, huge ? "yes" : hp_last_error_detail());
+        if (huge)
+            kt_hold(huge);
+    } else {
+        kt_note("node %d's 2 MiB pool has fewer than 2 free pages: no hugetlb block", node);
+    }
+    KT_CHECK(watch_node(node, &rss1, &huge1) == 0, "hpctl watch --json: no node %d", node);
+    kt_note("hpctl watch, node %d: rss %lld -> %lld kB, hugetlb %lld -> %lld kB", node, rss0,
+            rss1, huge0, huge1);
+    KT_CHECK(rss1 - rss0 >= (long long)(base_len >> 10) - 1024, "node %d rss grew %lld kB",
+             node, rss1 - rss0);
+    KT_CHECK(huge1 - huge0 == (huge ? (long long)(huge_len >> 10) : 0),
+             "node %d hugetlb grew %lld kB", node, huge1 - huge0);
+    if (huge)
+        kt_release(huge);
+    kt_release(base);
+    KT_CHECK(!was[0] || knob_set(nr, was) == 0, "restore %s", nr);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -564,6 +636,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(bound_thread_empty_node_pool, teardown),
         cmocka_unit_test_teardown(membind_process, teardown),
         cmocka_unit_test_teardown(hpctl_pool_set_on_one_node, teardown),
+        cmocka_unit_test_teardown(hpctl_watch_per_node, teardown),
         cmocka_unit_test(machine_restored),
     };
     return cmocka_run_group_tests_name("kernel-numa", tests, NULL, NULL);
