@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,6 @@
 
 #define UNDO_DIR "/run/hpctl"
 #define UNDO_FILE UNDO_DIR "/undo"
-#define MAX_RECORDS 1024
 
 struct record {
     char group[40];
@@ -62,27 +62,45 @@ void undo_record(const char *knob, const char *before)
     close(fd);
 }
 
-/* Every record, oldest first. -errno if the file exists and cannot be read. */
-static int load(struct record *r, int max, int *n)
+/* Every record, oldest first, in *r (malloc'd; the caller frees it).
+ * -errno if the file exists and cannot be read or the records do not fit
+ * in memory. */
+static int load(struct record **r, int *n)
 {
     char file[512], line[512];
+    int cap = 0;
+    *r = NULL;
     *n = 0;
     FILE *f = fopen(undo_path(UNDO_FILE, file, sizeof(file)), "re");
     if (!f)
         return errno == ENOENT ? 0 : -errno;
-    while (fgets(line, sizeof(line), f) && *n < max) {
+    while (fgets(line, sizeof(line), f)) {
         line[strcspn(line, "\n")] = '\0';
         char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-        if (!t2 || (size_t)(t1 - line) >= sizeof(r->group) ||
-            (size_t)(t2 - t1 - 1) >= sizeof(r->knob) || strlen(t2 + 1) >= sizeof(r->value))
+        if (!t2 || (size_t)(t1 - line) >= sizeof((*r)->group) ||
+            (size_t)(t2 - t1 - 1) >= sizeof((*r)->knob) || strlen(t2 + 1) >= sizeof((*r)->value))
             continue;
-        struct record *x = &r[(*n)++];
+        if (*n == cap) {
+            struct record *grown = cap < INT_MAX / 2 ?
+                realloc(*r, (size_t)(cap ? cap * 2 : 64) * sizeof(**r)) : NULL;
+            if (!grown) {
+                fclose(f);
+                free(*r);
+                *r = NULL;
+                *n = 0;
+                return -ENOMEM;
+            }
+            *r = grown;
+            cap = cap ? cap * 2 : 64;
+        }
+        struct record *x = &(*r)[(*n)++];
         snprintf(x->group, sizeof(x->group), "%.*s", (int)(t1 - line), line);
         snprintf(x->knob, sizeof(x->knob), "%.*s", (int)(t2 - t1 - 1), t1 + 1);
         snprintf(x->value, sizeof(x->value), "%s", t2 + 1);
     }
+    int err = ferror(f) ? -EIO : 0;
     fclose(f);
-    return 0;
+    return err;
 }
 
 /* Keep the first n records: rewrite the file, or remove it when none is left. */
@@ -187,8 +205,8 @@ int hpctl_undo(int argc, char **argv)
         else
             return hpctl_unexpected("undo", argv, i, argc, NULL), undo_usage();
     }
-    static struct record r[MAX_RECORDS];
-    int err = load(r, MAX_RECORDS, &n);
+    struct record *r;
+    int err = load(&r, &n);
     if (err) {
         char file[512];
         fprintf(stderr, "hpctl undo: cannot read %s: %s\n", undo_path(UNDO_FILE, file,
@@ -227,5 +245,6 @@ int hpctl_undo(int argc, char **argv)
     }
     if (json)
         printf("], \"status\": %d}\n", rc);
+    free(r);
     return rc;
 }

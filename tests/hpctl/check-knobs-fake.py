@@ -208,6 +208,24 @@ ok(rc == 0 and "nothing to undo" in out, "then nothing is left to undo", out + e
 rc, out, err = run("undo", "--frob", env=env4)
 ok(rc == 2 and 'unknown option "--frob"' in err, "undo --frob: usage, naming it", err)
 
+# A long record: undo reverts the newest command however many sets came
+# before it, and keeps every older record. The record is written in the
+# format hpctl undo reads (GROUP\tKNOB\tVALUE), 1500 commands of one knob.
+root5 = fake_tree(pools={2048: (0, 0, 0, 0, 0)})
+env5 = {"HP_SYSFS_ROOT": root5}
+knob = "/" + P2 + "nr_hugepages"
+put(root5, "run/hpctl/undo", "".join("%d.1\t%s\t%d\n" % (i, knob, i) for i in range(1500)))
+put(root5, P2 + "nr_hugepages", "1500\n")
+rc, out, err = run("pool", "set", "2M", "2000", env=env5)
+rc, d, err = run_json("undo", env=env5)
+ok(rc == 0 and [c["asked"] for c in d["changes"]] == ["1500"] and
+   read(root5, P2 + "nr_hugepages") == "1500",
+   "undo after 1501 recorded sets: the newest is reverted", (d, err))
+rc, d, err = run_json("undo", env=env5)
+ok(rc == 0 and [c["asked"] for c in d["changes"]] == ["1499"] and
+   len(read(root5, "run/hpctl/undo").splitlines()) == 1499,
+   "and again: the one before it, every older record kept", (d, err))
+
 # No THP at all.
 root3 = fake_tree(thp=None)
 rc, d, err = run_json("thp", env={"HP_SYSFS_ROOT": root3})
