@@ -236,8 +236,13 @@ static int load(struct state *st, const char *root)
             snprintf(e->key, sizeof(e->key), "%s", file == PF_SYSCTL ? knob_key(knob) : "");
             snprintf(e->value, sizeof(e->value), "%s", b);
         }
+        int err = ferror(f) ? -(errno ? errno : EIO) : 0;
         free(line);
         fclose(f);
+        if (err) {
+            st->bad_file = file;
+            return err;
+        }
     }
     return 0;
 }
@@ -324,10 +329,13 @@ static int file_error(const char *root, int file, int err)
 {
     char path[512];
     file_path(root, file, path, sizeof(path));
-    fprintf(stderr, "hpctl: cannot write %s: %s%s\n", path, strerror(-err),
-            err == -EACCES || err == -EPERM || err == -EROFS
-                ? "; --persist needs root and a writable /etc" : "");
-    return err == -EACCES || err == -EPERM || err == -EROFS ? HPCTL_EPERM : HPCTL_FAIL;
+    if (err == -EACCES || err == -EPERM || err == -EROFS) {
+        fprintf(stderr, "hpctl: cannot write %s: %s; --persist needs root and a writable /etc\n",
+                path, strerror(-err));
+        return HPCTL_EPERM;
+    }
+    fprintf(stderr, "hpctl: cannot write %s: %s\n", path, strerror(-err));
+    return HPCTL_FAIL;
 }
 
 /* One of hpctl's files exists and cannot be read (load): nothing is
@@ -678,9 +686,11 @@ int hpctl_persist(int argc, char **argv)
             args[nargs++] = argv[i];
     }
     if (rc == HPCTL_OK && (remove ? nargs == 0 : dry_run)) {
-        fprintf(stderr, remove ? "hpctl: persist remove: name a KNOB (as \"hpctl persist\" "
-                                 "lists it) or all\n"
-                               : "hpctl: persist: --dry-run is for remove\n");
+        if (remove)
+            fprintf(stderr, "hpctl: persist remove: name a KNOB (as \"hpctl persist\" lists it) "
+                            "or all\n");
+        else
+            fprintf(stderr, "hpctl: persist: --dry-run is for remove\n");
         rc = persist_usage();
     }
     if (rc == HPCTL_OK && remove) {

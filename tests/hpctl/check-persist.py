@@ -224,4 +224,18 @@ else:
     finally:
         shutil.rmtree(tmp, True)
 shutil.rmtree(root, True)
+
+# A file that opens but cannot be read (here a directory: read fails with
+# EISDIR) is a read error too, not an empty file.
+droot = tempfile.mkdtemp(prefix="hpctl-root-")
+os.makedirs(os.path.join(droot, TMPF))
+rc, out, err = run("persist", "--root", droot, env=env)
+ok(rc == 1 and "cannot read %s: Is a directory" % os.path.join(droot, TMPF) in err,
+   "persist, a file that cannot be read: exit 1 naming it", (rc, out, err))
+rc, out, err = run("thp", "set", "defrag", "defer", "--persist", "--root", droot, env=env)
+ok(rc == 1 and "cannot read %s" % os.path.join(droot, TMPF) in err and
+   os.path.isdir(os.path.join(droot, TMPF)) and
+   not os.path.exists(os.path.join(droot, SYSCTL)),
+   "--persist beside a file that cannot be read: exit 1, nothing written", (rc, out, err))
+shutil.rmtree(droot, True)
 done()
