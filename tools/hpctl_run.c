@@ -390,8 +390,10 @@ int hpctl_run(int argc, char **argv)
                         "(set HP_MALLOC_LIBRARY to its absolute path)\n");
         return RUN_CANNOT_START;
     }
-    if (set_preload(lib))
+    if (set_preload(lib)) {
+        fprintf(stderr, "hpctl run: cannot set LD_PRELOAD: %s\n", strerror(errno));
         return RUN_CANNOT_START;
+    }
     if (backend) {
         /* Only this backend, and base pages when it cannot serve. */
         char v[80];

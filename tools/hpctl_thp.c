@@ -136,8 +136,10 @@ static int set_args(const char *cmd, int argc, char **argv, const char *words[],
             words[got++] = argv[i];
     }
     if (got < n_words) {
-        hpctl_bad(cmd, n_words == 2 ? "needs a KNOB and a VALUE" : "needs a SIZE (or all), a "
-                  "KNOB and a VALUE");
+        if (n_words == 2)
+            hpctl_bad(cmd, "needs a KNOB and a VALUE");
+        else
+            hpctl_bad(cmd, "needs a SIZE (or all), a KNOB and a VALUE");
         return -1;
     }
     if (have_root && !o->persist) {

@@ -98,7 +98,7 @@ static int load(struct record **r, int *n)
         snprintf(x->knob, sizeof(x->knob), "%.*s", (int)(t2 - t1 - 1), t1 + 1);
         snprintf(x->value, sizeof(x->value), "%s", t2 + 1);
     }
-    int err = ferror(f) ? -EIO : 0;
+    int err = ferror(f) ? -(errno ? errno : EIO) : 0;
     fclose(f);
     return err;
 }

@@ -43,7 +43,7 @@ ok("[--] CMD" in run_usage and "[*--*] _CMD_" in synopsis, "run: [--] in both", 
 
 # Every exit code of hpctl.h is in the man page's EXIT STATUS table.
 codes = {int(v) for v in re.findall(r"HPCTL_\w+ = (\d+)", open(sys.argv[3]).read())}
-table = man.split("# EXIT STATUS", 1)[1].split("# EXAMPLES", 1)[0]
+table = man.split("# EXIT STATUS", 1)[1].split("\n# ", 1)[0]
 listed = {int(v) for v in re.findall(r"\*(\d+)\*", table)}
 ok(codes and codes <= listed and {125, 126, 127} <= listed,
    "EXIT STATUS lists every code of hpctl.h and run's 125-127", (codes, listed))
