@@ -116,7 +116,7 @@ static int pool_show(int json)
 {
     unsigned long kb[MAX_SIZES];
     int n = size_dirs(POOL_DIR, kb, MAX_SIZES);
-    if (n == 0 && !json) {
+    if (n == 0) {  /* under --json too: main prints the error document */
         fprintf(stderr, "hpctl: no hugetlb pools on this machine (%s is missing)\n", POOL_DIR);
         return HPCTL_ENOENT;
     }

@@ -10,6 +10,7 @@ with the reason.
 
 usage: check-messages.py HPCTL HPCTL_1_SCD TOOLS_DIR   (TAP output)"""
 import glob
+import json
 import os
 import re
 import shutil
@@ -310,6 +311,19 @@ def provoke(prefix, argv, e, code, user=None, hpctl=None):
 
 for prefix, argv, e, code in T:
     provoke(prefix, argv, e, code)
+# --json: the same exit status, and one JSON document on stdout that
+# carries it (watch: one per line; run has no --json).
+for prefix, argv, e, code in T:
+    if argv[0] == "run":
+        continue
+    rc, out, err = run(*argv, "--json", env=e)
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = None
+    ok(rc == code and isinstance(doc, dict) and code in (doc.get("exit_code"), doc.get("status")),
+       "hpctl %s --json: exit %d and a document that says so" % (" ".join(argv), code),
+       (rc, out, err))
 rc, _, err = run("run", "--report", "--", "true")
 if rc == 0:
     for prefix, argv, e, code in RUN:
