@@ -241,6 +241,19 @@ try:
            (out, d))
     else:
         ok(True, "explain --page-size 1G without 1 GiB pages # SKIP this kernel has them")
+    # The same on a fabricated kernel without 1 GiB pages (whatever this
+    # one has): the short 2 MiB pool is passed over as another page size,
+    # not blamed.
+    no1g = fake_tree(pools={2048: (64, 64, 0, 0, 0)},
+                     mthp={2048: "always [inherit] madvise never"})
+    rc, out, err = run("explain", "1G", "--page-size", "1G", env={"HP_SYSFS_ROOT": no1g})
+    rc2, d, _ = run_json("explain", "1G", "--page-size", "1G", env={"HP_SYSFS_ROOT": no1g})
+    h2 = [n for n in (d or {}).get("passed_over", [])
+          if n["backend"] == "hugetlbfs" and n["page_size"] == 2 << 20]
+    ok(rc == 1 and out.splitlines()[1].startswith("because this kernel has no 1G pages") and
+       "pool short" not in out and d and h2 and h2[0]["why"] == "other-size",
+       "explain 1G --page-size 1G, no 1 GiB pages (fabricated): the 2M pool is another size,"
+       " not short", (out, d))
     rc, d, err = run_json("explain", "1G", "--page-size", "2M")
     ok(d and d["page_size_missing"] is None, "a page size the kernel has: page_size_missing null",
        d)

@@ -287,6 +287,12 @@ static void explain_says_why(void **state)
     assert_int_equal(find(notes, n, BASE, 4 * K)->why, HP_WHY_BASE_PAGE);
     assert_int_equal(find(notes, n, HUGETLB, G)->why, HP_WHY_OTHER_SIZE);
     assert_int_equal(find(notes, n, MTHP, 64 * K)->why, HP_WHY_OTHER_SIZE);
+    /* A size not asked for is passed over for that, even when its pool
+     * is short too: the pool of the size asked for is the one to blame. */
+    r = req(3 * G, HP_F_PAGE_1G);
+    n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, HUGETLB, 2 * M)->why, HP_WHY_OTHER_SIZE);
+    assert_int_equal(find(notes, n, HUGETLB, G)->why, HP_WHY_POOL_SHORT);
 }
 
 static void explain_names_each_exclusion(void **state)
