@@ -134,6 +134,15 @@ try:
     rc, out, err = run("watch", str(child.pid), "--count", "2", "--interval", "0.1")
     ok(rc == 0 and len(out.splitlines()) == 3 and "ANONHUGE_KB" in out, "text: header and two lines",
        out + err)
+    # NEW_FAULTS: '-' on the first line (no line before it, as faults_delta
+    # -1 in JSON), a count on the next; never 0 for "unknown".
+    lines = out.splitlines()
+    col = lines[0].split().index("NEW_FAULTS") if "NEW_FAULTS" in lines[0] else -1
+    rows = [l.split() for l in lines[1:]]
+    ok(col >= 0 and len(rows) == 2 and rows[0][col] == "-" and rows[1][col].isdigit() and
+       first["faults_delta"] == -1,
+       "watch PID text: NEW_FAULTS '-' on the first line, a count on the second; JSON -1",
+       (out, first))
     child.stdin.write("\n")
     child.stdin.flush()
     child.wait(timeout=30)
