@@ -1,6 +1,8 @@
 #include "nodes.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void hp_nodes_format(const struct hp_nodes *s, char *buf, unsigned long cap)
@@ -26,4 +28,32 @@ void hp_nodes_format(const struct hp_nodes *s, char *buf, unsigned long cap)
         memcpy(buf + used, one, (size_t)k + 1);
         used += (size_t)k;
     }
+}
+
+int hp_nodes_parse(const char *text, struct hp_nodes *nodes)
+{
+    const char *s = text;
+    hp_nodes_clear(nodes);
+    while (*s && *s != '\n') {
+        char *end;
+        if (*s < '0' || *s > '9')
+            return -EINVAL;
+        unsigned long lo = strtoul(s, &end, 10), hi = lo;
+        s = end;
+        if (*s == '-') {
+            if (s[1] < '0' || s[1] > '9')
+                return -EINVAL;
+            hi = strtoul(s + 1, &end, 10);
+            s = end;
+        }
+        if (lo > hi || hi >= HP_NODES_MAX)
+            return -EINVAL;
+        for (unsigned long i = lo; i <= hi; i++)
+            hp_nodes_set(nodes, (unsigned)i);
+        if (*s == ',')
+            s++;
+        else if (*s && *s != '\n')
+            return -EINVAL;
+    }
+    return *s == '\n' && s[1] ? -EINVAL : 0;
 }

@@ -72,5 +72,12 @@ static inline int hp_nodes_equal(const struct hp_nodes *a, const struct hp_nodes
 
 /* "0-1,3" into buf (cut to cap - 1 bytes, with "..." when cut). */
 void hp_nodes_format(const struct hp_nodes *s, char *buf, unsigned long cap);
+/* The reverse: a node list as sysfs prints it and cpuset.mems takes it
+ * (comma-separated node ids and ranges "a-b", Documentation/admin-guide/
+ * cgroup-v1/cpusets.rst; one final newline allowed; "" is the empty set)
+ * into *s. 0, or -EINVAL for anything else (*s then undefined): a sign,
+ * a space, an empty item inside the list, a range whose end is below its
+ * start, a node id of HP_NODES_MAX or more. */
+int hp_nodes_parse(const char *text, struct hp_nodes *s);
 
 #endif

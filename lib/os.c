@@ -477,31 +477,8 @@ int hp_os_read_nodelist(const char *path, struct hp_nodes *nodes)
         return (int)n;
     if ((size_t)n >= sizeof(buf) - 1)
         return -EINVAL;  /* cut: the rest of the list is unknown */
-    const char *s = buf;
-    while (*s && *s != '\n') {
-        char *end;
-        if (*s < '0' || *s > '9')
-            return -EINVAL;
-        unsigned long lo = strtoul(s, &end, 10), hi = lo;
-        s = end;
-        if (*s == '-') {
-            if (s[1] < '0' || s[1] > '9')
-                return -EINVAL;
-            hi = strtoul(s + 1, &end, 10);
-            s = end;
-        }
-        if (lo > hi || hi >= HP_NODES_MAX)
-            return -EINVAL;
-        for (unsigned long i = lo; i <= hi; i++)
-            hp_nodes_set(nodes, (unsigned)i);
-        if (*s == ',')
-            s++;
-        else if (*s && *s != '\n')
-            return -EINVAL;
-    }
-    if (*s == '\n' && s[1])
-        return -EINVAL;
-    return 0;
+    buf[n] = '\0';
+    return hp_nodes_parse(buf, nodes);
 }
 
 int hp_os_protect(void *addr, size_t len, int prot)

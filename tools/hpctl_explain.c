@@ -7,6 +7,7 @@
 #include <hp.h>
 
 #include "explain.h"
+#include "nodes.h"
 #include "hpctl.h"
 
 #include <errno.h>
@@ -293,22 +294,18 @@ static void print_text(const struct hp_explain *ex, const struct hp_alloc_opts *
         printf("  (nothing)\n");
 }
 
-/* --node "1" or "0,2": the placement's node bitmap (hp_alloc_opts.numa_nodes). */
+/* --node "1", "0,2" or "0-3,8": the placement's node bitmap
+ * (hp_alloc_opts.numa_nodes), in the kernel's node list format. */
 static int node_list_arg(const char *arg, uint64_t mask[16])
 {
-    memset(mask, 0, 16 * sizeof(*mask));
-    for (const char *s = arg;;) {
-        char *end;
-        errno = 0;
-        unsigned long n = strtoul(s, &end, 10);
-        if (end == s || errno || n >= 1024 || (*end && *end != ','))
-            return hpctl_bad("explain", "--node: expected node numbers below 1024, comma-separated"),
-                   HPCTL_USAGE;
-        mask[n / 64] |= UINT64_C(1) << (n % 64);
-        if (!*end)
-            return HPCTL_OK;
-        s = end + 1;
-    }
+    struct hp_nodes nodes;
+    _Static_assert(sizeof(nodes.w) == 16 * sizeof(*mask), "hp_alloc_opts.numa_nodes");
+    if (hp_nodes_parse(arg, &nodes) != 0 || strchr(arg, '\n') || !hp_nodes_count(&nodes))
+        return hpctl_bad("explain", "--node \"%s\" is not a node list: node numbers below %u "
+                         "and ranges, comma-separated, such as 0-3,8", arg, HP_NODES_MAX),
+               HPCTL_USAGE;
+    memcpy(mask, nodes.w, sizeof(nodes.w));
+    return HPCTL_OK;
 }
 
 static int numa_mode_arg(const char *arg, uint32_t *mode)

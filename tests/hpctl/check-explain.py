@@ -224,6 +224,23 @@ try:
     rc, out, err = run("explain", "4M", "--node", "1023")
     ok(rc == 1 and "HP_EINVAL" in out and "node 1023 has no memory" in out,
        "explain --node 1023: HP_EINVAL naming the node without memory", out + err)
+    # The kernel's node list format (cpusets.rst): ranges too, as
+    # /sys/devices/system/node/has_memory prints them.
+    rc, out, err = run("explain", "4M", "--node", "0-0", "--numa-mode", "bind")
+    ok(rc == 0 and "would use" in out, "explain --node 0-0 --numa-mode bind: a range, served",
+       out + err)
+    with open("/sys/devices/system/node/has_memory") as f:
+        has_memory = f.read().strip()
+    rc, out, err = run("explain", "4M", "--node", has_memory, "--numa-mode", "bind")
+    ok(rc == 0 and "would use" in out, "explain --node %s (has_memory as the kernel prints it): "
+       "served" % has_memory, out + err)
+    rc, out, err = run("explain", "4M", "--node", "1022-1023")
+    ok(rc == 1 and "node 1022 has no memory" in out,
+       "explain --node 1022-1023: HP_EINVAL naming the first node of the range", out + err)
+    for bad in ("3-1", "1-", "0,,1", "", "0-1024", " 1"):
+        rc, out, err = run("explain", "4M", "--node", bad)
+        ok(rc == 2 and '--node "%s" is not a node list' % bad in err,
+           "explain --node %r: usage, naming it" % bad, err)
     rc, out, err = run("explain", "4M", "--numa-mode", "bind")
     ok(rc == 2 and "--numa-mode needs --node" in err, "--numa-mode alone: usage", err)
     rc, out, err = run("explain", "4M", "--node", "0", "--numa-mode", "sometimes")

@@ -121,6 +121,29 @@ static void format_nodes(void **state)
     assert_string_equal(buf, "0,2,4,6...");
 }
 
+/* hp_nodes_parse takes what hp_nodes_format writes, and the kernel's list
+ * format of user input (cpuset.mems, hpctl explain --node). */
+static void parse_nodes(void **state)
+{
+    (void)state;
+    char buf[64];
+    struct hp_nodes s, want = nodes_of("0-3,5,7-8,1023");
+    hp_nodes_format(&want, buf, sizeof(buf));
+    assert_int_equal(hp_nodes_parse(buf, &s), 0);
+    assert_true(hp_nodes_equal(&s, &want));
+    assert_int_equal(hp_nodes_parse("2-2,0\n", &s), 0);
+    want = nodes_of("0,2");
+    assert_true(hp_nodes_equal(&s, &want));
+    assert_int_equal(hp_nodes_parse("", &s), 0);
+    assert_int_equal(hp_nodes_count(&s), 0);
+    static const char *const bad[] = {"3-1", "1-", "-1", "+1", " 1", "0,,1", "0-1024", "1024",
+                                      "0\n\n", "0 1", "a", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        print_message("# \"%s\"\n", bad[i]);
+        assert_int_equal(hp_nodes_parse(bad[i], &s), -EINVAL);
+    }
+}
+
 /* A machine with 2 MiB and 1 GiB pools, and THP. */
 static void limit_pool_then_select(void **state)
 {
@@ -643,6 +666,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pool_nodes_rule),
         cmocka_unit_test(format_nodes),
+        cmocka_unit_test(parse_nodes),
         cmocka_unit_test(limit_pool_then_select),
         cmocka_unit_test(read_nodelist),
         cmocka_unit_test(fabricated_machines),
