@@ -407,8 +407,9 @@ int hpctl_run(int argc, char **argv)
     if (stacks)
         setenv("HP_STACKS", stacks, 1);
     if (report_json) {
-        /* Fail before running the command, not after it. */
-        int probe = open(report_json, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        /* Fail before running the command, not after it. The report holds
+         * the command line: 0600, as the temporary file that replaces it. */
+        int probe = open(report_json, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (probe < 0) {
             fprintf(stderr, "hpctl run: cannot write --report-json %s: %s\n", report_json,
                     strerror(errno));

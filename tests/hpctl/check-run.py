@@ -5,6 +5,7 @@ What the library then does is tested in tests/malloc."""
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 
@@ -120,6 +121,23 @@ try:
     ok(rc == 127 and doc["status"] == 127 and doc["exec_error"] == "No such file or directory"
        and doc["loaded"] is False and doc["processes"] == [],
        "run --report-json of a missing command: status 127, exec_error", (rc, err, doc))
+    # The report holds the command line, which may hold what only its user
+    # should read: FILE is 0600 from its creation (before the command
+    # runs) to its replacement, whatever the umask and its mode before.
+    fresh = os.path.join(tmp, "fresh.json")
+    old_umask = os.umask(0o022)
+    try:
+        rc, out, err = run("run", "--report-json", fresh, "--", "stat", "-c", "%a", fresh)
+        during = out.strip()
+        after = oct(stat.S_IMODE(os.stat(fresh).st_mode))
+        os.chmod(path, 0o644)
+        rc2, _, _ = run("run", "--report-json", path, "--", "true")
+        replaced = oct(stat.S_IMODE(os.stat(path).st_mode))
+    finally:
+        os.umask(old_umask)
+    ok(rc == 0 and rc2 == 0 and during == "600" and after == replaced == "0o600",
+       "run --report-json FILE: 0600 while the command runs and after, also over a 0644 file",
+       (rc, during, after, replaced, err))
     rc, out, err = run("run", "--report-json", os.path.join(tmp, "no", "r.json"), "--", "sh",
                        "-c", "echo ran")
     ok(rc == 125 and "ran" not in out and "cannot write --report-json" in err,
