@@ -403,6 +403,9 @@ static int walk(int pm, int kf, const struct sys *s, struct mapping *m)
     return 0;
 }
 
+static int is_shmem(const struct mapping *m);
+static int is_file(const struct mapping *m);
+
 static void measure_large(struct proc *p, const struct sys *s)
 {
     char path[64], full[512];
@@ -415,7 +418,11 @@ static void measure_large(struct proc *p, const struct sys *s)
     } else {
         for (int i = 0; i < p->n && !p->large_why; i++) {
             struct mapping *m = &p->m[i];
-            if (m->ht || m->io || m->rss_kb == 0 || m->rss_kb <= m->thp_kb) {
+            /* A regular file's large folios are the file system's page
+             * cache, not mTHP (the hugepages-<size>kB switches govern
+             * anonymous memory and shmem): only FilePmdMapped counts. */
+            if (m->ht || m->io || m->rss_kb == 0 || m->rss_kb <= m->thp_kb ||
+                (is_file(m) && !is_shmem(m))) {
                 m->mthp_kb = 0;
                 continue;
             }
@@ -556,8 +563,8 @@ static void classify(struct mapping *m, const struct proc *p, const struct sys *
     } else if (is_file(m)) {
         m->why = W_FILE;
         snprintf(m->text, sizeof(m->text), "file mapping: anonymous THP settings do not apply; "
-                 "huge only from the file system's large folios or khugepaged "
-                 "(FilePmdMapped)");
+                 "huge only when mapped by PMD (FilePmdMapped: khugepaged or the "
+                 "file system's PMD-sized folios)");
         return;
     }
     int shmem = is_shmem(m);

@@ -123,6 +123,36 @@ ok(reasons[:1] == ["madvise-not-advised"] and rss == sorted(rss, reverse=True),
    "reasons sorted by base-page bytes", reasons)
 ok(d and "no MADV_HUGEPAGE" in d["verdict"] and d["verdict"].startswith("16M of 52"),
    "verdict: huge of resident, and the largest reason", d and d["verdict"])
+
+# The same process with its page frames (what root reads): a 64K folio in
+# the anonymous mapping is mTHP; a 2-page large folio of libfoo.so's page
+# cache is the file system's, not mTHP, and not huge.
+def frames(root, pid, folios):
+    """folios: [(va, pages, first_pfn)]; writes pagemap and kpageflags."""
+    import struct
+    pm = os.path.join(root, "proc/%d/pagemap" % pid)
+    kf = os.path.join(root, "proc/kpageflags")
+    with open(pm, "wb") as f:
+        f.truncate((B + 140 * M) // 4096 * 8)
+        for va, pages, pfn in folios:
+            f.seek(va // 4096 * 8)
+            f.write(b"".join(struct.pack("<Q", 1 << 63 | (pfn + i)) for i in range(pages)))
+    with open(kf, "wb") as f:
+        for va, pages, pfn in folios:
+            f.seek(pfn * 8)
+            f.write(b"".join(struct.pack("<Q", 1 << 22 | 1 << (15 if i == 0 else 16))
+                             for i in range(pages)))
+
+
+env2 = fake(4243, maps, cgroup={"2MB": "0", "1GB": "max"})
+frames(env2["HP_SYSFS_ROOT"], 4243, [(B + 16 * M, 16, 4096), (B + 128 * M, 2, 8192)])
+rc, d2, err = why(4243, env2)
+anon, lib = by_start(d2, B + 16 * M), by_start(d2, B + 128 * M)
+ok(rc == 0 and anon and anon["mthp"] == 64 << 10 and
+   [x for x in anon["mthp_sizes"] if x["bytes"]] == [{"page_size": 64 << 10, "bytes": 64 << 10}],
+   "fabricated frames: a 64K anonymous folio is mTHP", (rc, err, anon))
+ok(lib and lib["mthp"] == 0 and d2["totals"]["mthp"] == 64 << 10,
+   "fabricated frames: a file's 8K page-cache folio is not mTHP", (lib, d2 and d2["totals"]))
 cg = d["system"] and d.get("cgroup") if d else None
 ok(cg and cg["path"] == "/jobs/db" and {(x["size"], x["limit"]) for x in cg["hugetlb_limits"]}
    == {("2MB", 0), ("1GB", None)}, "cgroup v2 hugetlb limits read (max is null)", cg)
