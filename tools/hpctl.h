@@ -74,6 +74,10 @@ void selected(const char *path, char *buf, size_t cap);
 int read_u64(const char *path, uint64_t *out);
 /* 1 if path exists (test root applies). */
 int path_exists(const char *path);
+/* The NUMA nodes of NODE_DIR (its nodeN directories, N below 1024), sorted;
+ * with sub, only the nodes that have NODE_DIR/nodeN/sub. At most max; 0
+ * without NUMA. */
+int hpctl_list_nodes(int nodes[], int max, const char *sub);
 
 /* Write value to a knob (test root applies). Returns 0 or -errno. */
 int write_knob(const char *path, const char *value);

@@ -7,7 +7,6 @@
  */
 #include "hpctl.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,35 +19,6 @@
 static const char *const pool_files[] = {"nr_hugepages", "free_hugepages", "resv_hugepages",
                                          "surplus_hugepages", "nr_overcommit_hugepages"};
 static const char *const json_names[] = {"total", "free", "reserved", "surplus", "overcommit"};
-
-/* NUMA nodes that have a hugepages directory, sorted. */
-static int list_nodes(int nodes[], int max)
-{
-    char full[512];
-    DIR *d = opendir(hpctl_path(NODE_DIR, full, sizeof(full)));
-    int n = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        int v;
-        char tail;
-        char path[256];
-        if (sscanf(e->d_name, "node%d%c", &v, &tail) != 1 || v < 0)
-            continue;
-        snprintf(path, sizeof(path), NODE_DIR "/node%d/hugepages", v);
-        if (path_exists(path))
-            nodes[n++] = v;
-    }
-    closedir(d);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && nodes[j] < nodes[j - 1]; j--) {
-            int t = nodes[j];
-            nodes[j] = nodes[j - 1];
-            nodes[j - 1] = t;
-        }
-    return n;
-}
 
 static void print_value(int ok, uint64_t v, int json, int width)
 {
@@ -79,7 +49,7 @@ static long long meminfo(const char *name)
 void pool_nodes_print(unsigned long kb, int json)
 {
     int nodes[MAX_NODES];
-    int nn = list_nodes(nodes, MAX_NODES);
+    int nn = hpctl_list_nodes(nodes, MAX_NODES, "hugepages");
     char path[256];
     if (json)
         printf(", \"nodes\": [");

@@ -222,3 +222,30 @@ int hpctl_page_size_arg(const char *cmd, const char *arg, uint64_t *flag)
                          "(a power of two from 4K)", arg);
     return HPCTL_OK;
 }
+
+int hpctl_list_nodes(int nodes[], int max, const char *sub)
+{
+    char full[512];
+    DIR *d = opendir(hpctl_path(NODE_DIR, full, sizeof(full)));
+    int n = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        int v;
+        char tail, path[256];
+        if (sscanf(e->d_name, "node%d%c", &v, &tail) != 1 || v < 0 || v >= 1024)
+            continue;
+        snprintf(path, sizeof(path), NODE_DIR "/node%d/%s", v, sub ? sub : "");
+        if (!sub || path_exists(path))
+            nodes[n++] = v;
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && nodes[j] < nodes[j - 1]; j--) {
+            int t = nodes[j];
+            nodes[j] = nodes[j - 1];
+            nodes[j - 1] = t;
+        }
+    return n;
+}

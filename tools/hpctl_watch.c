@@ -9,7 +9,6 @@
  */
 #include "hpctl.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -79,31 +78,6 @@ static int read_faults(int pid, long long *minflt, long long *majflt)
     *minflt = (long long)mi;
     *majflt = (long long)ma;
     return 0;
-}
-
-/* The nodes of NODE_DIR (nodeN directories), sorted; 0 without NUMA. */
-static int list_nodes(int nodes[], int max)
-{
-    char full[512];
-    DIR *d = opendir(hpctl_path(NODE_DIR, full, sizeof(full)));
-    int n = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        int v;
-        char tail;
-        if (sscanf(e->d_name, "node%d%c", &v, &tail) == 1 && v >= 0 && v < MAX_NODES)
-            nodes[n++] = v;
-    }
-    closedir(d);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && nodes[j] < nodes[j - 1]; j--) {
-            int t = nodes[j];
-            nodes[j] = nodes[j - 1];
-            nodes[j - 1] = t;
-        }
-    return n;
 }
 
 /* Index of node in s->nodes, added (in order) if missing; -1 if full. */
@@ -220,7 +194,7 @@ static void take(int pid, struct sample *s)
     }
     /* Every node of the machine, with 0 for those the process has no page on. */
     int all[MAX_NODES];
-    int n_all = list_nodes(all, MAX_NODES);
+    int n_all = hpctl_list_nodes(all, MAX_NODES, NULL);
     for (int i = 0; i < n_all; i++)
         node_slot(s, all[i]);
     if (pid > 0)
