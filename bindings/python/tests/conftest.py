@@ -26,6 +26,20 @@ BINDING_DIR = Path(__file__).resolve().parent.parent      # bindings/python
 REPO = BINDING_DIR.parent.parent
 
 
+def nodes_with_memory():
+    """The NUMA nodes with memory (/sys/devices/system/node/has_memory), [0] without NUMA."""
+    try:
+        with open("/sys/devices/system/node/has_memory") as f:
+            text = f.read().strip()
+    except OSError:
+        return [0]
+    nodes = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        nodes.extend(range(int(lo), int(hi or lo) + 1))
+    return nodes
+
+
 def need(condition, why):
     """Skip (fail under HP_TEST_STRICT=1) unless condition holds."""
     if not condition:

@@ -9,19 +9,7 @@ import os
 import pytest
 
 import hp
-
-
-def nodes_with_memory():
-    try:
-        with open("/sys/devices/system/node/has_memory") as f:
-            text = f.read().strip()
-    except OSError:
-        return [0]
-    nodes = []
-    for part in filter(None, text.split(",")):
-        lo, _, hi = part.partition("-")
-        nodes.extend(range(int(lo), int(hi or lo) + 1))
-    return nodes
+from conftest import nodes_with_memory
 
 
 @pytest.mark.parametrize("mode", ["prefer", "bind", "interleave"])

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import hp
-from conftest import block_state, need, smaps_huge_bytes, thp_madvise_available
+from conftest import block_state, need, nodes_with_memory, smaps_huge_bytes, thp_madvise_available
 
 
 @pytest.fixture(scope="session")
@@ -267,19 +267,6 @@ def test_numpy_default_allocator_advises_malloc_arrays_only(np):
 # This machine has one node, so only node 0 can be placed on; the kernel lab's
 # two-node guests (tools/klab) run the C tests (tests/kernel/numa.c), not
 # Python, so placement on another node is covered there for hp_alloc_ex only.
-
-def nodes_with_memory():
-    try:
-        with open("/sys/devices/system/node/has_memory") as f:
-            text = f.read().strip()
-    except OSError:
-        return [0]
-    nodes = []
-    for part in filter(None, text.split(",")):
-        lo, _, hi = part.partition("-")
-        nodes.extend(range(int(lo), int(hi or lo) + 1))
-    return nodes
-
 
 @pytest.mark.parametrize("mode", ["prefer", "bind", "interleave"])
 def test_install_places_arrays_on_the_node(np, hpnumpy, mode):
