@@ -30,9 +30,13 @@ pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __uint64_t = ::std::os::raw::c_ulong;
 extern "C" {
+    #[doc = " Version of the library actually loaded, encoded as HP_VERSION_NUMBER."]
+    #[doc = " Thread-safe and async-signal-safe."]
     pub fn hp_version() -> u32;
 }
 extern "C" {
+    #[doc = " The same as \"major.minor.patch\". Static string. Thread-safe and"]
+    #[doc = " async-signal-safe."]
     pub fn hp_version_string() -> *const ::std::os::raw::c_char;
 }
 pub const HP_OK: hp_error = 0;
@@ -52,30 +56,55 @@ pub const HP_ERANGE: hp_error = -13;
 pub const HP_EOS: hp_error = -14;
 pub type hp_error = ::std::os::raw::c_int;
 extern "C" {
+    #[doc = " Static description of an error code; unknown codes give \"unknown error\"."]
+    #[doc = " Never NULL. Thread-safe and async-signal-safe."]
     pub fn hp_strerror(code: i32) -> *const ::std::os::raw::c_char;
 }
 extern "C" {
+    #[doc = " Symbolic name of an error code (\"HP_ENOMEM\"), or \"HP_UNKNOWN\". Thread-safe and"]
+    #[doc = " async-signal-safe."]
     pub fn hp_error_name(code: i32) -> *const ::std::os::raw::c_char;
 }
 extern "C" {
+    #[doc = " Detail message of the last failing libhp call on this thread: names the"]
+    #[doc = " argument, the value and the reason. \"\" if no call failed yet. Valid until"]
+    #[doc = " the next libhp call on this thread. Thread-safe (thread-local)."]
     pub fn hp_last_error_detail() -> *const ::std::os::raw::c_char;
 }
 extern "C" {
+    #[doc = " Code of the last failing libhp call on this thread (HP_OK if none)."]
+    #[doc = " Successful calls do not reset it, except hp_realloc(p, 0, f), which"]
+    #[doc = " frees p and sets HP_OK (NULL then means success). Thread-safe"]
+    #[doc = " (thread-local)."]
     pub fn hp_last_error() -> i32;
 }
 extern "C" {
+    #[doc = " The flag bits that request page_size (a power of two from 4 KiB to 2^63),"]
+    #[doc = " or 0 if page_size is not such a power of two. Thread-safe."]
     pub fn hp_page_size_flag(page_size: u64) -> u64;
 }
+#[doc = " Extended allocation options. Set size = sizeof(struct hp_alloc_opts), or"]
+#[doc = " start from HP_ALLOC_OPTS_INIT; fields may only be appended."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_alloc_opts {
+    #[doc = " sizeof(struct hp_alloc_opts) as the caller knows it"]
     pub size: u32,
+    #[doc = " must be 0"]
     pub reserved: u32,
+    #[doc = " HP_F_*"]
     pub flags: u64,
+    #[doc = " NULL, or the only backend allowed to serve"]
     pub backend: *const ::std::os::raw::c_char,
+    #[doc = " NULL, or comma-separated backend names never to use"]
     pub exclude: *const ::std::os::raw::c_char,
+    #[doc = " HP_NUMA_*"]
     pub numa_mode: u32,
+    #[doc = " bits in numa_nodes (nodes 0 to numa_max_node - 1), 1 to 1024"]
     pub numa_max_node: u32,
+    #[doc = " node n is bit n % 64 of numa_nodes[n / 64]; NULL with"]
+    #[doc = "HP_NUMA_DEFAULT. Every node must have memory and be"]
+    #[doc = "allowed by the thread's cpuset"]
     pub numa_nodes: *const u64,
 }
 #[test]
@@ -228,40 +257,132 @@ fn bindgen_test_layout_hp_alloc_opts() {
     test_field_numa_nodes();
 }
 extern "C" {
+    #[doc = " Allocate size bytes (rounded up to whole pages), page aligned, from the"]
+    #[doc = " best backend for this request on this machine (README \"Selection\")."]
+    #[doc = " Returns NULL on failure with hp_last_error() set: HP_ESIZE (0 or too large),"]
+    #[doc = " HP_EFLAGS, HP_ENOHUGE (HP_F_REQUIRE_HUGE and no huge pages), HP_ENOBACKEND,"]
+    #[doc = " HP_ENOMEM, HP_EENV. Thread-safe."]
     pub fn hp_alloc(size: usize, flags: u64) -> *mut ::std::os::raw::c_void;
 }
 extern "C" {
+    #[doc = " hp_alloc with a backend choice: opts->backend restricts the request to"]
+    #[doc = " that backend; opts->exclude removes backends from consideration;"]
+    #[doc = " opts->numa_mode places the block on NUMA nodes (above). A placed block"]
+    #[doc = " never comes from the cache of freed huge pages and never goes back into"]
+    #[doc = " it. opts may be NULL (same as hp_alloc(size, 0)). Also HP_EINVAL: bad"]
+    #[doc = " options (an unknown numa_mode, numa_nodes NULL or empty with a mode, or"]
+    #[doc = " given without one, numa_max_node above 1024, a node without memory or"]
+    #[doc = " outside the thread's cpuset: the detail names it). Thread-safe."]
     pub fn hp_alloc_ex(size: usize, opts: *const hp_alloc_opts) -> *mut ::std::os::raw::c_void;
 }
 extern "C" {
+    #[doc = " Free a block. Returns HP_OK, or HP_EFOREIGN (not a libhp block),"]
+    #[doc = " HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already). NULL is a"]
+    #[doc = " no-op returning HP_OK. A failed free leaves the block's bytes as they"]
+    #[doc = " were (its protection may have been reset, below). The memory of"]
+    #[doc = " a block served with huge pages by libhp's own backends stays mapped in"]
+    #[doc = " this process's cache of freed huge pages for the next hp_alloc/hp_realloc"]
+    #[doc = " to reuse, and goes back to the kernel by itself after an idle bound (1 s"]
+    #[doc = " for hugetlb pool pages, 10 s otherwise), above HP_CACHE_MAX, or on"]
+    #[doc = " hp_cache_trim() (hp/cache.h); any other block is unmapped at once."]
+    #[doc = " hp_free undoes two things the caller may have done to the block's pages:"]
+    #[doc = " mprotect (cached memory is made read-write) and madvise(MADV_DONTFORK)"]
+    #[doc = " (inherited by fork again; where the kernel cannot undo it, as Linux 7.3"]
+    #[doc = " on hugetlb pages, such a block is unmapped, not cached). Other advice or policy on the pages"]
+    #[doc = " (MADV_WIPEONFORK, MADV_NOHUGEPAGE, mlock, mbind) stays with the memory"]
+    #[doc = " and would reach the next block served from it: undo it before hp_free."]
+    #[doc = " Freeing a block again is HP_EDOUBLEFREE (docs/robustness.md gives the"]
+    #[doc = " bound). Thread-safe."]
     pub fn hp_free(p: *mut ::std::os::raw::c_void) -> i32;
 }
 extern "C" {
+    #[doc = " Resize a block to new_size bytes, preserving min(old, new) bytes of"]
+    #[doc = " contents; the block may move. hp_realloc(NULL, n, f) is hp_alloc(n, f)."]
+    #[doc = " hp_realloc(p, 0, f) frees p and returns NULL with hp_last_error() == HP_OK."]
+    #[doc = " On failure, returns NULL and p is untouched and still valid."]
+    #[doc = " The options a block was allocated with govern every later resize:"]
+    #[doc = " - hp_alloc_opts.exclude: no resize ever moves the block to a backend the"]
+    #[doc = "   allocation excluded (HP_BACKENDS applies to every call anyway);"]
+    #[doc = " - hp_alloc_opts.backend pins the block (below);"]
+    #[doc = " - HP_F_NOPOOL and HP_F_REQUIRE_HUGE are sticky: given at allocation or at"]
+    #[doc = "   any resize, they hold for every later resize whatever its flags say"]
+    #[doc = "   (to drop them, allocate a new block and copy);"]
+    #[doc = " - the requested page size (HP_F_PAGE_*) is kept unless flags name another;"]
+    #[doc = " - HP_F_NOZERO, HP_F_POPULATE and HP_F_COLLAPSE apply to this call only."]
+    #[doc = " hp_block_info.flags reports the flags in force after the call."]
+    #[doc = " Bytes past the old usable size read as zero unless flags has HP_F_NOZERO."]
+    #[doc = " Large blocks move page tables, never bytes: they grow in place (reserved"]
+    #[doc = " headroom, or the cached range right after them) or move whole to an"]
+    #[doc = " address aligned to their page size; shrinking releases the tail in place."]
+    #[doc = " Bytes are copied only (a) when a base-page block of at most one huge page"]
+    #[doc = " grows to a size the selection serves with huge pages, unless the block"]
+    #[doc = " is pinned (below); (b) when flags ask for another page size, or"]
+    #[doc = " HP_F_REQUIRE_HUGE for a base-page block, or HP_F_NOPOOL for a block of"]
+    #[doc = " pool pages; (c) when the block's backend"]
+    #[doc = " cannot grow it (hugetlb pool exhausted, or no remap op): it moves to the"]
+    #[doc = " backend the selection picks for new_size — with HP_F_REQUIRE_HUGE it fails"]
+    #[doc = " with HP_ENOHUGE instead. A pinned block — its backend named in"]
+    #[doc = " hp_alloc_opts.backend, or allocated while HP_BACKENDS listed exactly one"]
+    #[doc = " backend and the caller named none (hp_block_info.pin) — never leaves"]
+    #[doc = " that backend: it is resized by the backend's remap, or copied into a new"]
+    #[doc = " block of the same backend, or hp_realloc fails with the backend's own"]
+    #[doc = " detail and the block unchanged. With several backends in HP_BACKENDS a"]
+    #[doc = " block may move among them."]
+    #[doc = " Every move to another backend is logged under HP_DEBUG=1, and hp_info's"]
+    #[doc = " backend field names the new backend. Thread-safe, but one block must not"]
+    #[doc = " be resized and freed concurrently."]
     pub fn hp_realloc(
         p: *mut ::std::os::raw::c_void,
         new_size: usize,
         flags: u64,
     ) -> *mut ::std::os::raw::c_void;
 }
+#[doc = " What a block really is. Set size = sizeof(struct hp_block_info) or start"]
+#[doc = " from HP_BLOCK_INFO_INIT; libhp fills at most that many bytes."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_block_info {
+    #[doc = " in: sizeof as the caller knows it"]
     pub size: u32,
     pub reserved: u32,
+    #[doc = " name of the backend serving the block"]
     pub backend: [::std::os::raw::c_char; 32usize],
+    #[doc = " page size asked for by flags, 0 if none"]
     pub requested_page_size: u64,
+    #[doc = " page size the backend mapped the block for"]
     pub page_size: u64,
+    #[doc = " bytes the caller may use"]
     pub usable_size: u64,
+    #[doc = " bytes of address space the block holds"]
     pub mapped_size: u64,
+    #[doc = " bytes of the block backed by pages larger"]
+    #[doc = "than the base page right now (measured)"]
     pub huge_bytes: u64,
+    #[doc = " HP_F_* in force: those of the hp_alloc or the last"]
+    #[doc = "hp_realloc call, with the sticky ones kept and the"]
+    #[doc = "page size carried (hp_realloc)"]
     pub flags: u64,
+    #[doc = " NUMA node the memory is bound to or on; -1 unknown"]
     pub numa_node: i32,
+    #[doc = " descriptor backing the block (a memfd), owned by the"]
+    #[doc = "backend and valid until the block is freed; -1 none"]
     pub fd: i32,
+    #[doc = " offset of the block's start in fd; 0 without fd"]
     pub fd_offset: u64,
+    #[doc = " HP_BLOCK_PIN_*: whether hp_realloc keeps the block"]
+    #[doc = "in its backend, and why"]
     pub pin: u32,
+    #[doc = " 0"]
     pub reserved2: u32,
+    #[doc = " HP_NUMA_* the block was placed with (hp_alloc_opts)"]
     pub numa_mode: u32,
+    #[doc = " nodes holding the block's resident pages now, measured"]
+    #[doc = "(move_pages(2) at one address per page of page_size;"]
+    #[doc = "nothing is faulted in); 0: none resident, or no NUMA"]
+    #[doc = "support. Above 1: the block spans several nodes"]
     pub numa_count: u32,
+    #[doc = " bit n: node n holds some of them (nodes 0 to 63;"]
+    #[doc = "hp_block_nodes for all)"]
     pub numa_mask: u64,
 }
 #[test]
@@ -567,29 +688,67 @@ fn bindgen_test_layout_hp_block_info() {
     test_field_numa_mask();
 }
 extern "C" {
+    #[doc = " Describe the block starting at p. Returns HP_OK, HP_EINVAL (info NULL or"]
+    #[doc = " info->size too small), HP_EFOREIGN, HP_EINTERIOR or HP_EDOUBLEFREE."]
+    #[doc = " huge_bytes is read from the kernel now: page flags (/proc/self/pagemap and"]
+    #[doc = " /proc/kpageflags, exact for hugetlb, THP and mTHP) where they are readable,"]
+    #[doc = " else smaps, or the backend's own measure. numa_node, fd and fd_offset are"]
+    #[doc = " the backend's answer to its query op (-1, -1, 0 without one; a caller"]
+    #[doc = " whose struct ends before them, as in libhp 1.0, gets the rest)."]
+    #[doc = " backend names the backend serving the block now: hp_realloc may have"]
+    #[doc = " moved it to another one (hp_realloc above), unless pin says it stays."]
+    #[doc = " Thread-safe."]
     pub fn hp_info(p: *const ::std::os::raw::c_void, info: *mut hp_block_info) -> i32;
 }
 extern "C" {
+    #[doc = " Where the block at p is now: bytes[n] gets the bytes of its resident"]
+    #[doc = " pages on NUMA node n, for n < n_nodes, measured as hp_block_info's"]
+    #[doc = " numa_count (move_pages(2) with no target nodes, one address per page of"]
+    #[doc = " the block's page size; nothing is faulted in or moved). Returns how many"]
+    #[doc = " nodes hold some (0: nothing resident, or no NUMA support; nodes at or"]
+    #[doc = " above n_nodes are counted but not reported), or HP_EINVAL (bytes NULL"]
+    #[doc = " with n_nodes > 0), HP_EFOREIGN, HP_EINTERIOR, HP_EDOUBLEFREE. Since 1.4"]
+    #[doc = " (node HP_1.4). Thread-safe."]
     pub fn hp_block_nodes(p: *const ::std::os::raw::c_void, bytes: *mut u64, n_nodes: u32) -> i32;
 }
+#[doc = " third-party plugin: never chosen automatically"]
 pub const HP_KIND_OTHER: hp_backend_kind = 0;
+#[doc = " reserved pool pages (MAP_HUGETLB)"]
 pub const HP_KIND_HUGETLB: hp_backend_kind = 1;
+#[doc = " PMD-size transparent huge pages"]
 pub const HP_KIND_THP: hp_backend_kind = 2;
+#[doc = " multi-size THP (anonymous folio orders)"]
 pub const HP_KIND_MTHP: hp_backend_kind = 3;
+#[doc = " base pages only"]
 pub const HP_KIND_BASE: hp_backend_kind = 4;
+#[doc = " Kinds of backend, used by the selection policy."]
 pub type hp_backend_kind = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_backend_info {
+    #[doc = " in: sizeof as the caller knows it"]
     pub size: u32,
+    #[doc = " 1 if the backend can serve requests"]
     pub available: u32,
+    #[doc = " enum hp_backend_kind"]
     pub kind: u32,
+    #[doc = " valid entries in page_sizes"]
     pub n_page_sizes: u32,
+    #[doc = " \"\" if a rejected plugin had no readable name"]
     pub name: [::std::os::raw::c_char; 32usize],
+    #[doc = " plugin file, or \"builtin\" (cut to 255 bytes"]
+    #[doc = "for display; never used to load)"]
     pub path: [::std::os::raw::c_char; 256usize],
+    #[doc = " why unavailable or rejected, else a summary"]
     pub reason: [::std::os::raw::c_char; 256usize],
+    #[doc = " ascending, bytes"]
     pub page_sizes: [u64; 16usize],
+    #[doc = " pages free in a pool for that"]
+    #[doc = "size, UINT64_MAX if unpooled"]
     pub pool_free: [u64; 16usize],
+    #[doc = " the plugin's own description, printable"]
+    #[doc = "ASCII, cut to 127 bytes; \"\" if it gave none"]
+    #[doc = "or the file was rejected"]
     pub description: [::std::os::raw::c_char; 128usize],
 }
 #[test]
@@ -776,27 +935,47 @@ fn bindgen_test_layout_hp_backend_info() {
     test_field_description();
 }
 extern "C" {
+    #[doc = " Number of entries in the backend list (>= 1). Thread-safe."]
     pub fn hp_backend_count() -> i32;
 }
 extern "C" {
+    #[doc = " Fill info for entry index (0 <= index < hp_backend_count()). Pool figures"]
+    #[doc = " are at most 100 ms old (hp_reprobe() refreshes everything at once)."]
+    #[doc = " Returns HP_OK, HP_ERANGE or HP_EINVAL. Thread-safe."]
     pub fn hp_backend_get(index: u32, info: *mut hp_backend_info) -> i32;
 }
 extern "C" {
+    #[doc = " Probe every backend again now. libhp reads pool counters again at most"]
+    #[doc = " every 100 ms, and THP/mTHP switches only at load; call this after"]
+    #[doc = " changing kernel settings (nr_hugepages, THP enabled) to see them at once."]
+    #[doc = " Returns HP_OK or HP_EENV. Thread-safe."]
     pub fn hp_reprobe() -> i32;
 }
+#[doc = " The opaque stack handle."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_stack {
     _unused: [u8; 0],
 }
+#[doc = " Extended options. Set size = sizeof(struct hp_stack_opts), or start from"]
+#[doc = " HP_STACK_OPTS_INIT; fields may only be appended."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_stack_opts {
+    #[doc = " sizeof(struct hp_stack_opts) as the caller knows it"]
     pub size: u32,
+    #[doc = " must be 0"]
     pub reserved: u32,
+    #[doc = " HP_STACK_*"]
     pub flags: u64,
+    #[doc = " bytes of guard below the stack, rounded up to the"]
+    #[doc = "base page; 0 means one base page. A frame bigger"]
+    #[doc = "than the guard can step over it: code with large"]
+    #[doc = "locals or alloca wants a larger guard"]
     pub guard_size: u64,
+    #[doc = " HP_NUMA_*"]
     pub numa_mode: u32,
+    #[doc = " bits in numa_nodes, 1 to 1024"]
     pub numa_max_node: u32,
     pub numa_nodes: *const u64,
 }
@@ -933,35 +1112,80 @@ fn bindgen_test_layout_hp_stack_opts() {
     test_field_numa_nodes();
 }
 extern "C" {
+    #[doc = " Make a stack of at least size usable bytes: rounded up to the base page"]
+    #[doc = " (lean) or to whole huge pages (huge). A cached stack of the same mode,"]
+    #[doc = " rounded size and guard is reused when there is one (see \"Cache\"). The"]
+    #[doc = " contents of a new stack are unspecified: zero, unless it is a cached stack"]
+    #[doc = " that kept its pages. hugetlb stacks are prefaulted (their pages are"]
+    #[doc = " reserved for the stack anyway; a hugetlb cgroup limit then fails here with"]
+    #[doc = " HP_ENOMEM instead of raising SIGBUS later). Returns NULL on failure"]
+    #[doc = " with hp_last_error() set: HP_ESIZE (0 or above HP_STACK_MAX_SIZE),"]
+    #[doc = " HP_EFLAGS, HP_ENOHUGE (huge mode and no backend can serve; the detail says"]
+    #[doc = " why for each), HP_ENOBACKEND (lean mode and HP_BACKENDS allows no backend"]
+    #[doc = " with base pages), HP_ENOMEM (out of memory, address space or mappings),"]
+    #[doc = " HP_EOS, HP_EBACKEND (a plugin broke the rules of its mapping), HP_EENV."]
+    #[doc = " Thread-safe."]
     pub fn hp_stack_create(size: usize, flags: u64) -> *mut hp_stack;
 }
 extern "C" {
+    #[doc = " hp_stack_create with options; opts may be NULL (same as flags 0)."]
+    #[doc = " Also HP_EINVAL (opts->size too small, reserved not 0, guard_size above"]
+    #[doc = " HP_STACK_MAX_GUARD, bad placement as for hp_alloc_ex). Thread-safe."]
     pub fn hp_stack_create_ex(size: usize, opts: *const hp_stack_opts) -> *mut hp_stack;
 }
 extern "C" {
+    #[doc = " Release a stack: into the cache, or unmapped (guard included). No thread"]
+    #[doc = " or fiber may still run on it. Returns HP_OK, or HP_EINVAL (s NULL, or s"]
+    #[doc = " hosts a thread of hp_stack_thread_create: join it instead), HP_EFOREIGN"]
+    #[doc = " (not a stack handle), HP_EDOUBLEFREE (destroyed already). A failed destroy"]
+    #[doc = " changes nothing. Thread-safe."]
     pub fn hp_stack_destroy(s: *mut hp_stack) -> i32;
 }
 extern "C" {
+    #[doc = " Lowest usable address (the stack's limit; it grows down from"]
+    #[doc = " base + size), page aligned; huge mode: aligned to the huge page. NULL on a"]
+    #[doc = " bad handle, with hp_last_error() as for hp_stack_destroy. Thread-safe."]
     pub fn hp_stack_base(s: *const hp_stack) -> *mut ::std::os::raw::c_void;
 }
 extern "C" {
+    #[doc = " Usable bytes from base (a multiple of the page size the stack is mapped"]
+    #[doc = " for). 0 on a bad handle, with hp_last_error() set. Thread-safe."]
     pub fn hp_stack_size(s: *const hp_stack) -> usize;
 }
+#[doc = " What a stack really is. Set size = sizeof(struct hp_stack_info) or start"]
+#[doc = " from HP_STACK_INFO_INIT; libhp fills at most that many bytes."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_stack_info {
+    #[doc = " in: sizeof as the caller knows it"]
     pub size: u32,
+    #[doc = " HP_STACK_MODE_* actually obtained"]
     pub mode: u32,
+    #[doc = " enum hp_backend_kind of the backend that"]
+    #[doc = "mapped it: HP_KIND_BASE (lean, \"fallback\"),"]
+    #[doc = "HP_KIND_THP, HP_KIND_HUGETLB, or a"]
+    #[doc = "plugin's kind"]
     pub kind: u32,
+    #[doc = " 1 if this stack was reused from the cache"]
     pub from_cache: u32,
+    #[doc = " the backend that mapped it (\"hugetlbfs\","]
+    #[doc = "\"thp-madvise\", \"fallback\", a plugin's name)"]
     pub source: [::std::os::raw::c_char; 32usize],
+    #[doc = " HP_STACK_* given at creation"]
     pub flags: u64,
+    #[doc = " == hp_stack_base()"]
     pub base_addr: u64,
+    #[doc = " == hp_stack_size()"]
     pub usable_size: u64,
+    #[doc = " guard is [guard_addr, base_addr)"]
     pub guard_addr: u64,
     pub guard_size: u64,
+    #[doc = " page size the usable range is mapped for"]
     pub page_size: u64,
+    #[doc = " usable bytes in memory now (measured)"]
     pub resident_bytes: u64,
+    #[doc = " usable bytes in pages larger than the base"]
+    #[doc = "page now (measured, as hp_info)"]
     pub huge_bytes: u64,
 }
 #[test]
@@ -1199,9 +1423,21 @@ fn bindgen_test_layout_hp_stack_info() {
     test_field_huge_bytes();
 }
 extern "C" {
+    #[doc = " Describe stack s, measuring residency now. Returns HP_OK, HP_EINVAL (info"]
+    #[doc = " NULL or info->size too small, or s NULL), HP_EFOREIGN, HP_EDOUBLEFREE."]
+    #[doc = " Thread-safe."]
     pub fn hp_stack_get_info(s: *const hp_stack, info: *mut hp_stack_info) -> i32;
 }
 extern "C" {
+    #[doc = " Convenience: make a stack (as hp_stack_create_ex(size, opts)) and start a"]
+    #[doc = " joinable pthread on it running start(arg). *out receives the stack handle,"]
+    #[doc = " which hp_stack_get_info() and the accessors accept; the stack is released"]
+    #[doc = " by hp_stack_thread_join() (hp_stack_destroy() refuses it). size must leave"]
+    #[doc = " room for the thread's TLS (at least PTHREAD_STACK_MIN). Returns HP_OK, or"]
+    #[doc = " HP_EINVAL (out or start NULL; the stack too small for the thread), any"]
+    #[doc = " error of hp_stack_create_ex, HP_ENOMEM or HP_EOS (pthread_create failed;"]
+    #[doc = " the detail gives its errno). On failure *out is NULL (if out is not NULL)"]
+    #[doc = " and the stack was released as by hp_stack_destroy(). Thread-safe."]
     pub fn hp_stack_thread_create(
         out: *mut *mut hp_stack,
         size: usize,
@@ -1213,15 +1449,30 @@ extern "C" {
     ) -> i32;
 }
 extern "C" {
+    #[doc = " Wait for the thread on s to finish, store its return value in *retval"]
+    #[doc = " (if retval is not NULL) and release s as hp_stack_destroy() would. Call it"]
+    #[doc = " exactly once per thread, never from the thread itself (nor, after fork,"]
+    #[doc = " from a child for a thread of its parent). Returns HP_OK, or"]
+    #[doc = " HP_EINVAL (s NULL, no thread on s, already being joined, or joining"]
+    #[doc = " itself), HP_EFOREIGN, HP_EDOUBLEFREE. Thread-safe."]
     pub fn hp_stack_thread_join(s: *mut hp_stack, retval: *mut *mut ::std::os::raw::c_void) -> i32;
 }
+#[doc = " Cache settings. Set size = sizeof(struct hp_stack_cache_config), or start"]
+#[doc = " from HP_STACK_CACHE_CONFIG_INIT (the defaults); fields may only be"]
+#[doc = " appended."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_stack_cache_config {
+    #[doc = " sizeof(struct hp_stack_cache_config) as the caller knows it"]
     pub size: u32,
+    #[doc = " must be 0"]
     pub reserved: u32,
+    #[doc = " cached stacks at most, <= HP_STACK_CACHE_MAX_STACKS;"]
+    #[doc = "0 turns the cache off"]
     pub max_stacks: u64,
+    #[doc = " usable bytes the cached stacks may total"]
     pub max_bytes: u64,
+    #[doc = " of those, usable bytes whose pages are kept"]
     pub keep_bytes: u64,
 }
 #[test]
@@ -1323,22 +1574,37 @@ fn bindgen_test_layout_hp_stack_cache_config() {
     test_field_keep_bytes();
 }
 extern "C" {
+    #[doc = " Apply a cache configuration, trimming the cache to it at once. Returns"]
+    #[doc = " HP_OK, HP_EINVAL (cfg NULL, cfg->size too small, reserved not 0) or"]
+    #[doc = " HP_ERANGE (max_stacks above HP_STACK_CACHE_MAX_STACKS). Thread-safe."]
     pub fn hp_stack_cache_configure(cfg: *const hp_stack_cache_config) -> i32;
 }
+#[doc = " The cache's settings, its contents now, and counters since the process"]
+#[doc = " started. Set size as for the config, or start from"]
+#[doc = " HP_STACK_CACHE_STATS_INIT; libhp fills at most that many bytes."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_stack_cache_stats {
+    #[doc = " in: sizeof as the caller knows it"]
     pub size: u32,
     pub reserved: u32,
+    #[doc = " the configuration in force"]
     pub max_stacks: u64,
     pub max_bytes: u64,
     pub keep_bytes: u64,
+    #[doc = " in the cache now"]
     pub cached_stacks: u64,
+    #[doc = " their usable bytes"]
     pub cached_bytes: u64,
+    #[doc = " usable bytes of those that kept their pages"]
     pub kept_bytes: u64,
+    #[doc = " creates served from the cache"]
     pub hits: u64,
+    #[doc = " creates that mapped a new stack"]
     pub misses: u64,
+    #[doc = " stacks whose pages were dropped entering the cache"]
     pub released: u64,
+    #[doc = " cached stacks unmapped for a bound or a trim"]
     pub evictions: u64,
 }
 #[test]
@@ -1559,18 +1825,32 @@ fn bindgen_test_layout_hp_stack_cache_stats() {
     test_field_evictions();
 }
 extern "C" {
+    #[doc = " Fill stats. Returns HP_OK or HP_EINVAL (stats NULL or stats->size too"]
+    #[doc = " small). Thread-safe."]
     pub fn hp_stack_cache_get_stats(stats: *mut hp_stack_cache_stats) -> i32;
 }
 extern "C" {
+    #[doc = " Unmap every cached stack now. Returns HP_OK. Thread-safe."]
     pub fn hp_stack_cache_trim() -> i32;
 }
+#[doc = " Cache limits. Start from HP_CACHE_CONFIG_INIT and set every field: the"]
+#[doc = " _INIT values are not the defaults in force (those come from the"]
+#[doc = " environment; hp_cache_get_stats reports them). Fields may only be"]
+#[doc = " appended."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_cache_config {
+    #[doc = " sizeof(struct hp_cache_config) as the caller knows it"]
     pub size: u32,
+    #[doc = " must be 0"]
     pub reserved: u32,
+    #[doc = " bytes the cache may hold, <= HP_CACHE_MAX_BYTES; 0 turns"]
+    #[doc = "the cache off (hp_free unmaps at once)"]
     pub max_bytes: u64,
+    #[doc = " non-hugetlb memory idle this long is released; 0: never"]
+    #[doc = "for being idle (only max_bytes); <= HP_CACHE_MAX_IDLE_MS"]
     pub idle_ms: u64,
+    #[doc = " the same for hugetlb pool pages"]
     pub pool_idle_ms: u64,
 }
 #[test]
@@ -1672,17 +1952,30 @@ fn bindgen_test_layout_hp_cache_config() {
     test_field_pool_idle_ms();
 }
 extern "C" {
+    #[doc = " Replace the cache limits (until the process ends; the environment is not"]
+    #[doc = " read again) and apply them at once: what is over max_bytes or already"]
+    #[doc = " idle for longer than the new bounds is released before the call returns."]
+    #[doc = " Returns HP_OK, HP_EINVAL (cfg NULL, cfg->size too small, reserved not 0)"]
+    #[doc = " or HP_ERANGE (a field above its maximum). Thread-safe."]
     pub fn hp_cache_configure(cfg: *const hp_cache_config) -> i32;
 }
 extern "C" {
+    #[doc = " Release every cached range (and every cached stack, hp_stack_cache_trim)"]
+    #[doc = " back to the kernel now; hugetlb pages go back to their pool. Blocks still"]
+    #[doc = " allocated are not touched. Returns HP_OK. Thread-safe."]
     pub fn hp_cache_trim() -> i32;
 }
+#[doc = " Bytes held for one backend and page size."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_cache_stats_entry {
+    #[doc = " backend name, NUL-terminated"]
     pub backend: [::std::os::raw::c_char; 32usize],
+    #[doc = " bytes"]
     pub page_size: u64,
+    #[doc = " usable bytes cached now"]
     pub bytes: u64,
+    #[doc = " separate ranges they form"]
     pub ranges: u64,
 }
 #[test]
@@ -1766,21 +2059,35 @@ fn bindgen_test_layout_hp_cache_stats_entry() {
     }
     test_field_ranges();
 }
+#[doc = " The cache now, and counters since the process started (a child starts"]
+#[doc = " from its parent's counters). Set size = sizeof(struct hp_cache_stats), or"]
+#[doc = " start from HP_CACHE_STATS_INIT; libhp fills at most that many bytes."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hp_cache_stats {
+    #[doc = " in: sizeof as the caller knows it"]
     pub size: u32,
+    #[doc = " entries[] filled, one per backend and page size held"]
     pub n_entries: u32,
+    #[doc = " usable bytes cached now, every backend"]
     pub bytes: u64,
+    #[doc = " ranges cached now"]
     pub ranges: u64,
+    #[doc = " allocations served from the cache"]
     pub hits: u64,
+    #[doc = " allocations of a cacheable backend that mapped fresh memory"]
     pub misses: u64,
+    #[doc = " ranges given back to the kernel (idle, limit, pool, trim, fork)"]
     pub releases: u64,
+    #[doc = " their usable bytes"]
     pub released_bytes: u64,
+    #[doc = " bytes taken over by hp_realloc growing in place"]
     pub adopted_bytes: u64,
+    #[doc = " the limits in force"]
     pub max_bytes: u64,
     pub idle_ms: u64,
     pub pool_idle_ms: u64,
+    #[doc = " 1 while the background release thread exists"]
     pub reaper_running: u32,
     pub reserved: u32,
     pub entries: [hp_cache_stats_entry; 16usize],
@@ -2054,5 +2361,8 @@ fn bindgen_test_layout_hp_cache_stats() {
     test_field_entries();
 }
 extern "C" {
+    #[doc = " Fill stats. Returns HP_OK or HP_EINVAL (stats NULL or stats->size too"]
+    #[doc = " small). Thread-safe; the figures are a snapshot taken one backend at a"]
+    #[doc = " time."]
     pub fn hp_cache_get_stats(stats: *mut hp_cache_stats) -> i32;
 }

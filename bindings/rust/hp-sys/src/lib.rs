@@ -1,8 +1,10 @@
 //! Raw FFI declarations for libhp, the C library that makes Linux huge pages
 //! easy (`#include <hp.h>`).
 //!
-//! Everything here mirrors the C headers one to one; read them for the
-//! contract of each function (units, errors, thread-safety). Every `hp_*`
+//! Everything here mirrors the C headers one to one, with their comments as
+//! the docs of the functions, types and fields (the error codes and the
+//! `#define` constants have none: bindgen cannot carry those; read
+//! `hp/errors.h` and the other headers, or `hp_strerror`). Every `hp_*`
 //! function is thread-safe. For a safe API use the `hp` crate.
 //!
 //! - `src/bindings.rs` is made by bindgen from `include/hp.h` and committed;
@@ -18,11 +20,14 @@
 //! libhp` (set `PKG_CONFIG_PATH=<builddir>/meson-uninstalled` for an
 //! uninstalled build) and exports `DEP_HP_LIBDIR` to direct dependents.
 
+// The docs of the generated items are the headers' comments (bindgen.sh
+// passes -fparse-all-comments): C prose, whose brackets are no Rust links.
 #[allow(
     non_camel_case_types,
     non_upper_case_globals,
     non_snake_case,
-    clippy::all
+    clippy::all,
+    rustdoc::broken_intra_doc_links
 )]
 mod bindings {
     include!("bindings.rs");
