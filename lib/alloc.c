@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Largest block: 2^46 bytes (64 TiB), well below the 47-bit user address
  * space, so rounding to any page size can never overflow. */
@@ -105,6 +106,15 @@ int32_t hp_backend_status(const struct hp_backend *b, const char *op, int rc)
                    "code)", b->name, op, rc);
 }
 
+/* 1 if [p, p + len) overlaps memory libhp knows to be another block's, a
+ * stack's or the cache's (resizing: the block whose remap went wrong;
+ * skip_busy: hp_registry_overlaps). */
+static int others_memory(const void *p, uint64_t len, const void *resizing, int skip_busy)
+{
+    return hp_registry_overlaps(p, len, resizing, skip_busy) || hp_cache_overlaps(p, len) ||
+           hp_stack_table_overlaps(p, len);
+}
+
 int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
                        uint64_t align, uint64_t guard, struct hp_mapping *m)
 {
@@ -131,6 +141,28 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
     if (hp_os_check_mapped(m->addr, m->len) != 0)
         return hp_fail(HP_EBACKEND, "backend %s returned memory that is not mapped (%p, %llu bytes)",
                        b->name, m->addr, (unsigned long long)m->len);
+    /* What only a plugin can get wrong (mmap without MAP_FIXED never
+     * returns a range in use, nor one the caller cannot write): memory
+     * that is another block's, a stack's or a cached range's would alias
+     * it, and read-only memory would fault at the caller's first write.
+     * The former is left alone (unmapping it would take it from its
+     * owner); a block being resized in another thread is not counted, its
+     * record may name a range mremap has already vacated. */
+    if (!b->own) {
+        if (others_memory(m->map_addr, m->map_len, NULL, 1))
+            return hp_fail(HP_EBACKEND, "backend %s returned memory of another block, stack or "
+                           "cached range (%p, %llu bytes), which is left alone", b->name,
+                           m->map_addr, (unsigned long long)m->map_len);
+        int rw = hp_os_check_rw(m->addr, m->len);
+        if (rw == -EACCES || rw == -ENOMEM) {
+            b->ops->unmap(b->self, m);
+            return hp_fail(HP_EBACKEND, "backend %s returned memory that is not readable and "
+                           "writable (%p, %llu bytes): %s", b->name, m->addr,
+                           (unsigned long long)m->len,
+                           rw == -EACCES ? "its protection is not PROT_READ | PROT_WRITE"
+                                         : "part of it is not mapped");
+        }
+    }
     /* The guard is what stops a stack overflow (hp/stack.h): the backend
      * should have made it inaccessible (hp/backend.h), and the core makes
      * sure, whatever the backend did. For one that did, the mprotect
@@ -682,14 +714,6 @@ static uint64_t round_up(uint64_t v, uint64_t unit)
     return (v + unit - 1) / unit * unit;
 }
 
-/* 1 if [p, p + len) overlaps memory libhp knows to be another block's, a
- * stack's or the cache's (resizing: the block whose remap went wrong). */
-static int others_memory(const void *p, uint64_t len, const void *resizing)
-{
-    return hp_registry_overlaps(p, len, resizing) || hp_cache_overlaps(p, len) ||
-           hp_stack_table_overlaps(p, len);
-}
-
 /* A remap returned a mapping that breaks a rule of hp/backend.h (what says
  * which), or failed after moving or unmapping the block: the block's pages
  * are found before anything is done with them, and the block is left
@@ -708,6 +732,19 @@ static int others_memory(const void *p, uint64_t len, const void *resizing)
  *   - Else nothing is left to copy from (REMAP_LOST).
  * Returns HP_OK (a shrink followed) or HP_EBACKEND naming the backend and
  * the rule; *left says what became of the block. */
+/* The caller's bytes at [addr, addr + len), where a broken remap left them,
+ * made readable and writable again if the plugin took that away (they are
+ * the block's, and hp_realloc may copy from them). */
+static void restore_rw(const struct hp_backend *be, void *addr, uint64_t len)
+{
+    if (hp_os_check_rw(addr, len) != -EACCES)
+        return;
+    int rc = hp_os_protect(addr, len, PROT_READ | PROT_WRITE);
+    hp_log("backend %s left the block's pages at %p (%llu bytes) without read and write "
+           "access: %s", be->name, addr, (unsigned long long)len,
+           rc == 0 ? "restored" : strerror(-rc));
+}
+
 static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_t new_len,
                        const char *what, enum remap_left *left)
 {
@@ -721,9 +758,10 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
     *left = REMAP_KEPT;
     if (hp_os_check_mapped(old.addr, old.len) == 0) {
         char *om = old.map_addr;
+        restore_rw(be, old.addr, old.len);
         if (real && (gm + got->map_len <= om || gm >= om + old.map_len)) {
             struct hp_mapping extra = *got;
-            if (others_memory(gm, got->map_len, old.addr))
+            if (others_memory(gm, got->map_len, old.addr, 0))
                 hp_log("backend %s: its broken remap named memory of another block (%p, %llu "
                        "bytes); left alone", be->name, (void *)gm,
                        (unsigned long long)got->map_len);
@@ -732,7 +770,7 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
                        "not be unmapped", be->name, (void *)gm,
                        (unsigned long long)got->map_len);
         } else if (real && gm == om && got->map_len > old.map_len &&
-                   !others_memory(om + old.map_len, got->map_len - old.map_len, old.addr)) {
+                   !others_memory(om + old.map_len, got->map_len - old.map_len, old.addr, 0)) {
             b->m.map_len = got->map_len;  /* grown in place: unmap releases it all */
         }
         return hp_fail(HP_EBACKEND, "backend %s: remap %s; the block stays where it was",
@@ -754,12 +792,13 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
         if (ends[i] > end && (uint64_t)(ends[i] - d) <= 2 * HP_MAX_LEN &&
             hp_os_check_mapped(d, (size_t)(ends[i] - d)) == 0)
             end = (char *)round_up((uintptr_t)ends[i], base);
-    if (others_memory(gm, (uint64_t)(end - gm), old.addr)) {
+    if (others_memory(gm, (uint64_t)(end - gm), old.addr, 0)) {
         *left = REMAP_LOST;
         return hp_fail(HP_EBACKEND, "backend %s: remap %s, and the block is gone from its "
                        "address; the result names memory of another block (%p), which is left "
                        "alone: the block is lost", be->name, what, (void *)gm);
     }
+    restore_rw(be, d, keep);
     struct hp_mapping m = old;
     m.addr = d;
     m.len = m.committed = keep;
@@ -833,6 +872,10 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
         const char *fault = mapping_fault(m, new_len, b->m.page_size, 0, 0);
         if (!fault && hp_os_check_mapped(m->addr, m->len) != 0)
             fault = "memory that is not mapped";
+        /* Only a plugin can hand back pages the caller cannot write
+         * (hp_backend_map says why libhp's own are not read again). */
+        if (!fault && !b->backend->own && hp_os_check_rw(m->addr, m->len) == -EACCES)
+            fault = "memory that is not readable and writable";
         if (!fault) {
             if (placed && (err = hp_numa_bind_range(m->map_addr, m->map_len, pl)) != 0)
                 hp_log("hp_realloc: mbind of the grown block failed (%s); later faults follow "
@@ -851,6 +894,9 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
     if (hp_os_check_mapped(b->m.addr, b->m.len) != 0)
         snprintf(broken->what, sizeof(broken->what), "failed (%s: %.100s), and the block is no "
                  "longer where it was", hp_error_name(rc), hp_last_error_detail());
+    else if (!b->backend->own && hp_os_check_rw(b->m.addr, b->m.len) == -EACCES)
+        snprintf(broken->what, sizeof(broken->what), "failed (%s: %.100s), and the block is no "
+                 "longer readable and writable", hp_error_name(rc), hp_last_error_detail());
     return rc;
 }
 

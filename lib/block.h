@@ -28,8 +28,9 @@ struct hp_block {
 /* Ask backend b for a mapping of len bytes at page_size (align and guard as
  * in struct hp_map_request; 0 for none) and check it against the block
  * rules of hp/backend.h: a mapping that breaks one is unmapped and the call
- * fails with HP_EBACKEND. HP_OK fills *m; else the backend's error, its
- * detail kept (alloc.c). */
+ * fails with HP_EBACKEND (one that overlaps libhp's own blocks, stacks or
+ * cached ranges is left alone). HP_OK fills *m; else the backend's error,
+ * its detail kept (alloc.c). */
 int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
                        uint64_t align, uint64_t guard, struct hp_mapping *m);
 

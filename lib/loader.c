@@ -292,6 +292,7 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
     }
     b->ops = ops;
     b->kind = ops->kind;
+    b->own = from_builtin_dir && is_builtin_name(ops->name);
     copy_description(b->description, sizeof(b->description), ops->description);
     int (*init)(const struct hp_host *, void **) = HP_OP(ops, init);
     if (init) {
@@ -566,6 +567,7 @@ static void caps_unlock_all_child(void)
 {
     for (unsigned i = 0; i < core.n; i++) {
         core.backends[i].probing = 0;
+        core.backends[i].stale_in_probe = 0;
         pthread_cond_init(&core.backends[i].probed, NULL);
     }
     caps_unlock_all();
@@ -723,7 +725,10 @@ static void probe_unlocked(struct hp_backend *b)
     } else {
         hp_log("loader: %s keeps its last figures: %s", b->name, why);
     }
-    b->probed_ns = now_ns();
+    /* A pool change reported while the probe ran may postdate what it
+     * read: then the figures stay stale, and the next request probes. */
+    b->probed_ns = b->stale_in_probe ? 0 : now_ns();
+    b->stale_in_probe = 0;
     b->deferred = 0;
     b->probing = 0;
     pthread_cond_broadcast(&b->probed);
@@ -771,6 +776,7 @@ void hp_backend_mark_stale(struct hp_backend *b)
 {
     pthread_mutex_lock(&b->caps_lock);
     b->probed_ns = 0;
+    b->stale_in_probe = b->probing;
     pthread_mutex_unlock(&b->caps_lock);
 }
 

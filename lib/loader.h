@@ -36,12 +36,20 @@ struct hp_backend {
                                            dlopen name is /proc/self/fd/N), closed
                                            right after: -1 in the table */
     uint32_t kind;
+    int own;                            /* one of libhp's own backends (a built-in name
+                                           from HP_BACKEND_DIR, or the in-core
+                                           fallback): its mappings come straight from
+                                           the kernel, so the core skips the checks
+                                           that only a plugin's results need */
     char description[128];              /* ops->description, printable ASCII, "" if NULL */
     int deferred;                       /* HP_KIND_OTHER not named yet: probe never
                                            called (guarded by caps_lock) */
     int probing;                        /* a thread is in ops->probe (guarded by
                                            caps_lock, which a probe never holds) */
-    pthread_mutex_t caps_lock;          /* guards caps, deferred, probing, probed_ns;
+    int stale_in_probe;                 /* marked stale while probing: that probe may
+                                           have read the figures before the change */
+    pthread_mutex_t caps_lock;          /* guards caps, deferred, probing,
+                                           stale_in_probe, probed_ns;
                                            held for copies only, never across a
                                            plugin call */
     pthread_cond_t probed;              /* broadcast when probing drops to 0 */

@@ -583,6 +583,44 @@ int hp_os_check_mapped(void *addr, size_t len)
     return rc;
 }
 
+/* Walks /proc/self/maps (ascending) over [next, hi). */
+struct rw_walk {
+    uintptr_t next, hi;
+    int rc;  /* 0, or -EACCES / -ENOMEM at the first page that is not rw */
+};
+
+static int rw_line(const char *line, void *ctx)
+{
+    struct rw_walk *w = ctx;
+    unsigned long lo, hi;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= w->next)
+        return 0;
+    if (lo > w->next) {
+        w->rc = -ENOMEM;  /* a hole, or past the range: the rest is not mapped */
+        return 1;
+    }
+    if (perms[0] != 'r' || perms[1] != 'w') {
+        w->rc = -EACCES;
+        return 1;
+    }
+    w->next = hi;
+    return w->next >= w->hi;
+}
+
+int hp_os_check_rw(const void *addr, size_t len)
+{
+    struct rw_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, 0};
+    if (!len)
+        return 0;
+    int rc = hp_os_each_line("/proc/self/maps", rw_line, &w);
+    if (rc < 0)
+        return rc;
+    if (w.rc)
+        return w.rc;
+    return w.next >= w.hi ? 0 : -ENOMEM;
+}
+
 int hp_os_resident(void *addr, size_t len, unsigned char *vec)
 {
     int rc = injected(HP_OS_RESIDENT);

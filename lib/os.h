@@ -151,6 +151,13 @@ int hp_os_read_nodelist(const char *path, struct hp_nodes *nodes);
  * anonymous memory). Used to refuse a wild pointer from a broken plugin. */
 int hp_os_check_mapped(void *addr, size_t len);
 
+/* 0 if every page of [addr, addr+len) is mapped readable and writable
+ * (the "rw" of its /proc/self/maps lines); -EACCES if some page is not
+ * both, -ENOMEM if some page is not mapped, another -errno if the maps
+ * cannot be read (the answer is unknown). Reads the whole maps file: for
+ * checking a plugin's result, not for every call. */
+int hp_os_check_rw(const void *addr, size_t len);
+
 /* mincore: vec[i] bit 0 says whether base page i of [addr, addr+len) is
  * resident now (vec holds len / base page bytes). A swapped-out page reads
  * as not resident, so "not resident" does not mean "reads as zero".

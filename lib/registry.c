@@ -270,7 +270,7 @@ int32_t hp_registry_peek(const void *p, struct hp_block *out)
     return link ? HP_OK : classify_miss(p);
 }
 
-int hp_registry_overlaps(const void *addr, uint64_t len, const void *resizing)
+int hp_registry_overlaps(const void *addr, uint64_t len, const void *resizing, int skip_busy)
 {
     uintptr_t lo = (uintptr_t)addr, hi = lo + len;
     int hit = 0;
@@ -281,7 +281,7 @@ int hp_registry_overlaps(const void *addr, uint64_t len, const void *resizing)
         for (size_t k = 0; k < s->nbuckets && !hit; k++) {
             for (struct hp_block *b = s->buckets[k]; b && !hit; b = b->next) {
                 uintptr_t start = (uintptr_t)b->m.map_addr;
-                if (b->busy && b->m.addr == resizing)
+                if (b->busy && (skip_busy || b->m.addr == resizing))
                     continue;
                 hit = start < hi && lo < start + b->m.map_len;
             }

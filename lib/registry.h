@@ -41,9 +41,11 @@ int32_t hp_registry_peek(const void *p, struct hp_block *out);
 
 /* 1 if a live block's mapping ([map_addr, map_addr + map_len)) overlaps
  * [addr, addr + len), else 0. The record of a block being resized that
- * still stands at resizing (busy, lib/registry.h) is not counted. Scans
- * every shard: for error paths only. */
-int hp_registry_overlaps(const void *addr, uint64_t len, const void *resizing);
+ * still stands at resizing (busy, lib/registry.h) is not counted, nor, with
+ * skip_busy, that of any block being resized (its record may still name a
+ * range that mremap has already vacated). Scans every shard: for error
+ * paths and plugins' results only. */
+int hp_registry_overlaps(const void *addr, uint64_t len, const void *resizing, int skip_busy);
 
 /* Number of live blocks (tests). */
 uint64_t hp_registry_count(void);

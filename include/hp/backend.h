@@ -235,7 +235,14 @@ struct hp_backend_caps {
  * align), the guard and len inside [map_addr, map_addr + map_len), len >= the
  * request's len, committed within the mapping); a mapping that breaks a rule
  * is unmapped with unmap and the request fails with HP_EBACKEND and a detail
- * naming the rule. The contents are not checked (reading every byte would
+ * naming the rule. For a plugin that is not one of libhp's own, the core
+ * also refuses (HP_EBACKEND) a mapping that overlaps a live block, stack or
+ * cached range of libhp's (left alone, not unmapped: it is its owner's; a
+ * block being resized in another thread at that moment is not counted) and
+ * one whose [addr, addr + len) is not readable and writable (unmapped);
+ * remap results are checked for both too, and a remap that leaves the
+ * block's pages without read and write access has it restored by the core
+ * (logged under HP_DEBUG). The contents are not checked (reading every byte would
  * cost what the block saves): a plugin that hands out memory that is not
  * zero, or not private, breaks its callers' blocks without an error. The core then makes the guard PROT_NONE itself (one
  * mprotect, which changes nothing when the plugin did it), so a plugin that

@@ -92,20 +92,33 @@ static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping
         return 5;
     case BC_MAP_NEGATIVE:
         return -999;
-    default: {
-        if (maps_fail)
-            return HP_ENOMEM;
-        int rc = good_map(req, out);
-        if (rc == HP_OK && !first.addr)
-            first = *out;
-        return rc;
+    case BC_MAP_ALIAS:
+        if (first.addr && req->len <= first.len && req->page_size == first.page_size &&
+            !req->guard) {
+            *out = first;  /* a live block's memory, handed out twice */
+            return HP_OK;
+        }
+        break;
+    default:
+        break;
     }
-    }
+    if (maps_fail)
+        return HP_ENOMEM;
+    int rc = good_map(req, out);
+    if (rc == HP_OK && !first.addr)
+        first = *out;
+    if (rc == HP_OK && bcase == BC_MAP_READONLY)
+        host->os_protect(out->addr, out->len, PROT_READ);
+    return rc;
 }
 
 static int b_unmap(void *self, const struct hp_mapping *m)
 {
     (void)self;
+    if (bcase == BC_UNMAP_FAILS) {
+        host->set_detail("broken: refuses to unmap");
+        return HP_EINVAL;
+    }
     return host->os_unmap(m->map_addr, m->map_len) ? HP_EINVAL : HP_OK;
 }
 
@@ -149,6 +162,10 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
         return 5;
     case BC_REMAP_NEGATIVE:
         return -999;
+    case BC_REMAP_FAIL_READONLY:
+        host->os_protect(m->addr, m->len, PROT_NONE);
+        host->set_detail("broken: took the block's access away, then failed");
+        return HP_ENOMEM;
     case BC_REMAP_FAIL_UNMAPPED:
         host->os_unmap(m->map_addr, m->map_len);
         host->set_detail("broken: unmapped the block, then failed");
@@ -209,6 +226,9 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
     }
     case BC_REMAP_OTHER_BLOCK:
         *m = first;  /* another live block, too short for new_len */
+        break;
+    case BC_REMAP_READONLY:
+        host->os_protect(m->addr, m->len, PROT_READ);
         break;
     case BC_REMAP_FAIL_MOVED:
         host->set_detail("broken: moved the block, then failed");

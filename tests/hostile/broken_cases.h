@@ -31,7 +31,12 @@
     X(BC_PROBE_HANGS, "probe-hangs")       /* probe never returns */                      \
     X(BC_ADVISE_NEGATIVE, "advise-negative") /* advise: status -999 */                    \
     X(BC_HUGE_BYTES_OVER, "huge-bytes-over") /* huge_bytes: twice the mapping */          \
-    X(BC_QUERY_GARBAGE, "query-garbage")   /* query: node 5000, fd 9999 (not open) */
+    X(BC_QUERY_GARBAGE, "query-garbage")   /* query: node 5000, fd 9999 (not open) */ \
+    X(BC_MAP_ALIAS, "map-alias")           /* map: the first block's mapping, again */    \
+    X(BC_MAP_READONLY, "map-readonly")     /* map: PROT_READ memory */                    \
+    X(BC_REMAP_READONLY, "remap-readonly") /* moved, the result made PROT_READ */         \
+    X(BC_REMAP_FAIL_READONLY, "remap-fail-readonly") /* block made PROT_NONE, fails */   \
+    X(BC_UNMAP_FAILS, "unmap-fails")       /* unmap: HP_EINVAL, nothing unmapped */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

@@ -45,6 +45,8 @@ enum scenario {
     SC_PROBE_HANG,     /* a thread hangs in the plugin's first probe: others go on */
     SC_POPULATE,       /* a populated block and stack of the plugin's must fail */
     SC_INFO,           /* hp_info of a block of the plugin's gives sane figures */
+    SC_ALIAS,          /* a second block of the plugin's must not alias the first */
+    SC_FREE_FAILS,     /* hp_free fails cleanly, the block stays the caller's */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -83,6 +85,11 @@ static const struct bcase cases[] = {
     {BC_ADVISE_NEGATIVE, SC_POPULATE, "unknown status -999", 0},
     {BC_HUGE_BYTES_OVER, SC_INFO, "huge_bytes returned", 0},
     {BC_QUERY_GARBAGE, SC_INFO, NULL, 0},
+    {BC_MAP_ALIAS, SC_ALIAS, "memory of another block", 0},
+    {BC_MAP_READONLY, SC_ALLOC, "not readable and writable", 0},
+    {BC_REMAP_READONLY, SC_GROW, "not readable and writable", 0},
+    {BC_REMAP_FAIL_READONLY, SC_GROW, "no longer readable and writable", 0},
+    {BC_UNMAP_FAILS, SC_FREE_FAILS, "could not unmap", F_PLUGIN_LEAKS},
 };
 
 /* ---- in the child: one case ---- */
@@ -223,15 +230,21 @@ static int resize_one(const struct bcase *c, size_t from, size_t to)
         struct hp_block_info info = HP_BLOCK_INFO_INIT;
         CHECK(q && hp_info(q, &info) == HP_OK && strcmp(info.backend, "broken") != 0);
     }
+    /* The block the caller has now takes a write at each end (a block
+     * left read-only dies here, of SIGSEGV). */
     if (q) {
         CHECK(checksum(q, kept) == kept_sum);
         for (size_t i = kept; i < to; i++)
             CHECK(q[i] == 0);
         CHECK(told(c->rule));
+        q[0] ^= 1;
+        q[to - 1] ^= 1;
         CHECK(hp_free(q) == HP_OK);
     } else {
         CHECK(told(c->rule));
         CHECK(checksum(p, from) == sum);
+        p[0] ^= 1;
+        p[from - 1] ^= 1;
         CHECK(hp_free(p) == HP_OK);
     }
     return 0;
@@ -314,6 +327,39 @@ static int info_sane(const struct bcase *c)
     return 0;
 }
 
+/* The plugin hands the first block's memory out again: the second request
+ * fails, and the first block keeps its bytes and stays the caller's. */
+static int alias_refused(const struct bcase *c)
+{
+    unsigned char *a = alloc_named(64 << 10);
+    CHECK(a);
+    fill(a, 64 << 10, 5);
+    uint64_t sum = checksum(a, 64 << 10);
+    unsigned char *b = alloc_named(64 << 10);
+    CHECK(!b && hp_last_error() == HP_EBACKEND && told(c->rule));
+    CHECK(checksum(a, 64 << 10) == sum);
+    a[0] ^= 1;
+    CHECK(hp_free(a) == HP_OK);
+    return 0;
+}
+
+/* The plugin's unmap refuses: hp_free says so, and the block is still the
+ * caller's, bytes and all (a later hp_free may succeed). */
+static int free_fails(const struct bcase *c)
+{
+    unsigned char *p = alloc_named(64 << 10);
+    CHECK(p);
+    fill(p, 64 << 10, 9);
+    uint64_t sum = checksum(p, 64 << 10);
+    CHECK(hp_free(p) != HP_OK && told(c->rule));
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHECK(hp_info(p, &info) == HP_OK && !strcmp(info.backend, "broken"));
+    CHECK(checksum(p, 64 << 10) == sum);
+    p[0] ^= 1;
+    CHECK(hp_free(p) != HP_OK && told(c->rule));
+    return 0;
+}
+
 /* resize_one, with another block of the plugin's live around it when the
  * case says so: that block keeps its bytes. */
 static int resize(const struct bcase *c, size_t from, size_t to)
@@ -368,6 +414,12 @@ static int run_case(const struct bcase *c)
     case SC_INFO:
         rc = info_sane(c);
         break;
+    case SC_ALIAS:
+        rc = alias_refused(c);
+        break;
+    case SC_FREE_FAILS:
+        rc = free_fails(c);
+        break;
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;
@@ -407,6 +459,11 @@ static void one_case(void **state)
         /* This process never called libhp: the child loads it afresh, with
          * these variables. No exec, so memcheck follows the child. */
         dup2(fd, 2);
+        /* cmocka's handlers would turn a crash into a longjmp back into its
+         * runner, in this child: a crash must kill it, and be reported so. */
+        static const int crashes[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+        for (size_t i = 0; i < sizeof(crashes) / sizeof(*crashes); i++)
+            signal(crashes[i], SIG_DFL);
         setenv("HP_BACKEND_PATH", plugin_dir, 1);
         setenv("HP_BROKEN_CASE", name, 1);
         setenv("HP_DEBUG", "1", 1);
