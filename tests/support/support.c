@@ -12,6 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define HP_HAVE_VALGRIND_H 1
+#endif
+#endif
+
 #define MAX_KNOBS 64
 
 struct knob {
@@ -224,6 +231,19 @@ long maps_count(void)
     while (fgets(line, sizeof(line), f)) {
         if (!strchr(line, '\n') && !feof(f))
             continue;  /* the rest of an over-long line comes next */
+#ifdef HP_HAVE_VALGRIND_H
+        /* Under valgrind its own memory (translation cache, arenas, and
+         * the heap that stands in for malloc's) is anonymous and mapped
+         * rwx (measured with valgrind 3.19: a client mmap of rw- memory
+         * stays rw-p), and it grows and splits as valgrind translates code
+         * and frees blocks. Neither libhp nor its plugins map anything
+         * executable, so such lines are valgrind's. */
+        char perms[5] = "", path[2] = "";
+        if (RUNNING_ON_VALGRIND &&
+            sscanf(line, "%*x-%*x %4s %*s %*s %*s %1s", perms, path) >= 1 &&
+            !strcmp(perms, "rwxp") && !path[0])
+            continue;
+#endif
 #if defined(__SANITIZE_ADDRESS__)
         /* ASan's allocator maps a region per size class in
          * [0x600000000000, 0x640000000000) the first time the program

@@ -48,7 +48,8 @@ long mthp_stat(unsigned long size_kb, const char *counter);
 long smaps_field_kb(const void *addr, size_t len, const char *field);
 /* KernelPageSize (kB) of the mapping that holds addr, or -1. */
 long smaps_kernel_page_kb(const void *addr);
-/* Number of lines in /proc/self/maps. */
+/* Number of lines in /proc/self/maps, less those of the sanitizer's or
+ * valgrind's own memory (support.c says which). */
 long maps_count(void);
 /* The permissions ("rw-p", "---p") of the /proc/self/maps line holding
  * addr, in perms[5]; 1 if found, else 0. */

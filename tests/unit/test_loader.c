@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -54,23 +55,28 @@ static void copy_plugins(const char *src, const char *dst, mode_t mode)
 }
 
 /* A fresh directory inside the build tree, whose chain up to "/" the loader
- * trusts (README "Plugin trust"); /tmp, world-writable, would be refused. */
+ * trusts (README "Plugin trust"); /tmp, world-writable, would be refused.
+ * Its name lives in a static slot, not on the heap: a failed assertion
+ * leaves the test before remove_dir, and a heap name would then be a leak
+ * that every later child, forked from this process, reports at its exit
+ * under valgrind, failing too. */
 static char *make_dir(mode_t mode)
 {
-    char *dir = malloc(strlen(base_dir) + 32);
-    assert_non_null(dir);
-    sprintf(dir, "%s/hp-loader-XXXXXX", base_dir);
+    static char slots[8][PATH_MAX];
+    static unsigned next;
+    char *dir = slots[next++ % 8];
+    int n = snprintf(dir, PATH_MAX, "%s/hp-loader-XXXXXX", base_dir);
+    assert_true(n > 0 && n < PATH_MAX);
     assert_non_null(mkdtemp(dir));
     assert_int_equal(chmod(dir, mode), 0);
     return dir;
 }
 
-static void remove_dir(char *dir)
+static void remove_dir(const char *dir)
 {
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
-    free(dir);
 }
 
 /* fn(dir) in a child (run_in_child), dir a fresh directory holding copies
