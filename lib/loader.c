@@ -25,9 +25,31 @@ _Static_assert(HP_BACKEND_OPS_SIZE_V2_MIN ==
 static struct hp_core core;
 static pthread_once_t core_once = PTHREAD_ONCE_INIT;
 
+/* Text a plugin supplies (its description, caps reason, error details and
+ * log lines), cut to fit and with anything but printable ASCII replaced by
+ * '?': it is shown on terminals, where an escape sequence, CR, LF or BEL
+ * would rewrite or forge other lines. "" for NULL. */
+static void copy_printable(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < cap; i++)
+        dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+    dst[i] = '\0';
+}
+
 static void host_log(const char *backend, const char *msg)
 {
-    hp_log("%s: %s", backend ? backend : "?", msg ? msg : "");
+    char who[HP_BACKEND_NAME_MAX + 1], text[512];
+    copy_printable(who, sizeof(who), backend ? backend : "?");
+    copy_printable(text, sizeof(text), msg);
+    hp_log("%s: %s", who, text);
+}
+
+static void host_set_detail(const char *msg)
+{
+    char text[512];
+    copy_printable(text, sizeof(text), msg);
+    hp_set_detail(text);
 }
 
 static int64_t host_measure(const void *addr, size_t len)
@@ -40,7 +62,7 @@ static void init_host(struct hp_host *h)
     h->abi_version = HP_BACKEND_ABI_VERSION;
     h->size = sizeof(*h);
     h->log = host_log;
-    h->set_detail = hp_set_detail;
+    h->set_detail = host_set_detail;
     h->os_map = hp_os_map;
     h->os_unmap = hp_os_unmap;
     h->os_remap = hp_os_remap;
@@ -147,7 +169,7 @@ static int probe(struct hp_backend *b, struct hp_backend_caps *out, char *why, s
     hp_log("loader: probing %s (%s)", b->path ? b->path : "?", b->name);
     hp_set_detail("");
     int rc = b->ops->probe(b->self, &caps);
-    caps.reason[sizeof(caps.reason) - 1] = '\0';
+    copy_printable(caps.reason, sizeof(caps.reason), caps.reason);
     if (rc != HP_OK) {
         const char *detail = hp_last_error_detail();
         int both = detail[0] && caps.reason[0];
@@ -231,16 +253,6 @@ static const char *invalid_name(const char *name)
     return NULL;
 }
 
-/* description, cut to fit and with anything but printable ASCII replaced
- * by '?' (it is shown on terminals); "" for NULL. */
-static void copy_description(char *dst, size_t cap, const char *src)
-{
-    size_t i = 0;
-    for (; src && src[i] && i + 1 < cap; i++)
-        dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
-    dst[i] = '\0';
-}
-
 /* Check a descriptor and adopt the scratch slot b into the table; on
  * failure the file is listed as rejected with the reason. from_builtin_dir:
  * the file is in HP_BACKEND_DIR (or b is the in-core fallback). */
@@ -262,9 +274,9 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
     const char *bad_name = invalid_name(ops->name);
     if (bad_name) {
         /* The name as given, up to 40 bytes, anything but printable ASCII as
-         * '?' (copy_description): the plugin's author sees what was read. */
+         * '?' (copy_printable): the plugin's author sees what was read. */
         char shown[41], why[160];
-        copy_description(shown, sizeof(shown), ops->name);
+        copy_printable(shown, sizeof(shown), ops->name);
         snprintf(why, sizeof(why), "%s%s%s%s", bad_name, ops->name ? " (\"" : "",
                  ops->name ? shown : "", ops->name ? "\")" : "");
         return reject(b, "missing or invalid backend name: %s", why);
@@ -293,7 +305,7 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
     b->ops = ops;
     b->kind = ops->kind;
     b->own = from_builtin_dir && is_builtin_name(ops->name);
-    copy_description(b->description, sizeof(b->description), ops->description);
+    copy_printable(b->description, sizeof(b->description), ops->description);
     int (*init)(const struct hp_host *, void **) = HP_OP(ops, init);
     if (init) {
         hp_log("loader: init %s (%s)", b->path ? b->path : "?", b->name);

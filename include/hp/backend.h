@@ -131,9 +131,12 @@ HP_BEGIN_DECLS
 struct hp_host {
     uint32_t abi_version;       /* HP_BACKEND_ABI_VERSION of the core */
     uint32_t size;              /* sizeof(struct hp_host) of the core */
-    /* Debug log line (shown under HP_DEBUG=1); msg has no newline. */
+    /* Debug log line (shown under HP_DEBUG=1); msg has no newline. Shown
+     * cut to 511 bytes, anything but printable ASCII (ESC, CR, LF, BEL, ...)
+     * replaced by '?', as for set_detail, caps->reason and description. */
     void (*log)(const char *backend, const char *msg);
-    /* Set the detail message of the failing call on this thread. */
+    /* Set the detail message of the failing call on this thread (cut to
+     * 511 bytes, anything but printable ASCII replaced by '?'). */
     void (*set_detail)(const char *msg);
     /* mmap(2): *out gets the address. len > 0; flags must include
      * MAP_PRIVATE or MAP_SHARED. */
@@ -202,7 +205,9 @@ struct hp_backend_caps {
                                                 strictly ascending (checked) */
     uint64_t pool_free[HP_MAX_PAGE_SIZES];   /* free pool pages, UINT64_MAX if unpooled */
     uint32_t page_flags[HP_MAX_PAGE_SIZES];  /* HP_PAGE_* */
-    char reason[256];            /* why unavailable, or a one-line summary */
+    char reason[256];            /* why unavailable, or a one-line summary;
+                                    shown with anything but printable ASCII
+                                    replaced by '?' */
 };
 
 /*

@@ -18,6 +18,10 @@
 
 #define PMD (UINT64_C(2) << 20)
 
+/* Clears the screen, forges a line of its own, rings the bell, and
+ * returns to the start of the line to hide what came before. */
+#define TERMINAL_TRICKS "\x1b[2J\x1b[31m\nlibhp: all fine\a\r"
+
 static const struct hp_host *host;
 static enum broken_case bcase;
 static struct hp_mapping first;  /* the first mapping handed out */
@@ -50,8 +54,8 @@ static int b_probe(void *self, struct hp_backend_caps *caps)
     caps->page_sizes[1] = PMD;
     caps->pool_free[0] = caps->pool_free[1] = UINT64_MAX;
     caps->page_flags[1] = HP_PAGE_ADVISED;
-    snprintf(caps->reason, sizeof(caps->reason), "broken plugin, case %s",
-             broken_case_names[bcase]);
+    snprintf(caps->reason, sizeof(caps->reason), "broken plugin, case %s%s",
+             broken_case_names[bcase], bcase == BC_TEXT_ESCAPES ? TERMINAL_TRICKS : "");
     return HP_OK;
 }
 
@@ -92,6 +96,10 @@ static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping
         return 5;
     case BC_MAP_NEGATIVE:
         return -999;
+    case BC_TEXT_ESCAPES:
+        host->log("broken", "log line" TERMINAL_TRICKS);
+        host->set_detail("broken: no memory" TERMINAL_TRICKS);
+        return HP_ENOMEM;
     case BC_MAP_ALIAS:
         if (first.addr && req->len <= first.len && req->page_size == first.page_size &&
             !req->guard) {

@@ -36,7 +36,8 @@
     X(BC_MAP_READONLY, "map-readonly")     /* map: PROT_READ memory */                    \
     X(BC_REMAP_READONLY, "remap-readonly") /* moved, the result made PROT_READ */         \
     X(BC_REMAP_FAIL_READONLY, "remap-fail-readonly") /* block made PROT_NONE, fails */   \
-    X(BC_UNMAP_FAILS, "unmap-fails")       /* unmap: HP_EINVAL, nothing unmapped */
+    X(BC_UNMAP_FAILS, "unmap-fails")       /* unmap: HP_EINVAL, nothing unmapped */       \
+    X(BC_TEXT_ESCAPES, "text-escapes")     /* reason, detail, log: ESC, CR, LF, BEL */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

@@ -47,6 +47,7 @@ enum scenario {
     SC_INFO,           /* hp_info of a block of the plugin's gives sane figures */
     SC_ALIAS,          /* a second block of the plugin's must not alias the first */
     SC_FREE_FAILS,     /* hp_free fails cleanly, the block stays the caller's */
+    SC_TEXT,           /* the plugin's texts reach the caller and the log printable */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -90,6 +91,7 @@ static const struct bcase cases[] = {
     {BC_REMAP_READONLY, SC_GROW, "not readable and writable", 0},
     {BC_REMAP_FAIL_READONLY, SC_GROW, "no longer readable and writable", 0},
     {BC_UNMAP_FAILS, SC_FREE_FAILS, "could not unmap", F_PLUGIN_LEAKS},
+    {BC_TEXT_ESCAPES, SC_TEXT, "no memory", 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -360,6 +362,46 @@ static int free_fails(const struct bcase *c)
     return 0;
 }
 
+/* Printable ASCII only (no ESC, CR, LF, BEL). */
+static int printable(const char *s)
+{
+    for (; *s; s++)
+        if (*s < 0x20 || *s > 0x7e)
+            return 0;
+    return 1;
+}
+
+/* The plugin puts terminal control characters in its caps reason, its
+ * error detail and its log lines: each reaches the caller (hp_backend_get,
+ * hp_last_error_detail) and the HP_DEBUG log as printable ASCII, its words
+ * intact. */
+static int text_printable(const struct bcase *c)
+{
+    CHECK(!alloc_named(64 << 10) && told(c->rule));
+    fprintf(stderr, "# detail: %s\n", hp_last_error_detail());
+    CHECK(printable(hp_last_error_detail()));
+    int found = 0;
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        struct hp_backend_info info = HP_BACKEND_INFO_INIT;
+        CHECK(hp_backend_get((uint32_t)i, &info) == HP_OK);
+        if (strcmp(info.name, "broken"))
+            continue;
+        found = 1;
+        fprintf(stderr, "# reason: %s\n", info.reason);
+        CHECK(strstr(info.reason, "case text-escapes") && printable(info.reason));
+    }
+    CHECK(found);
+    static char buf[1 << 20];
+    ssize_t n = pread(2, buf, sizeof(buf) - 1, 0);
+    CHECK(n > 0);
+    buf[n] = '\0';
+    CHECK(strstr(buf, "log line"));
+    for (ssize_t i = 0; i < n; i++)
+        CHECK(buf[i] == '\n' || (buf[i] >= 0x20 && buf[i] <= 0x7e));
+    CHECK(!strstr(buf, "\nlibhp: all fine"));
+    return 0;
+}
+
 /* resize_one, with another block of the plugin's live around it when the
  * case says so: that block keeps its bytes. */
 static int resize(const struct bcase *c, size_t from, size_t to)
@@ -419,6 +461,9 @@ static int run_case(const struct bcase *c)
         break;
     case SC_FREE_FAILS:
         rc = free_fails(c);
+        break;
+    case SC_TEXT:
+        rc = text_printable(c);
         break;
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
