@@ -7,6 +7,7 @@
 #include "fork.h"
 #include "explain.h"
 #include "loader.h"
+#include "measure.h"
 #include "numa.h"
 #include "os.h"
 #include "registry.h"
@@ -294,7 +295,7 @@ static uint32_t excluded_mask(const struct hp_core *c, const struct hp_select_re
     struct hp_select_backend names[HP_MAX_BACKENDS];
     for (unsigned i = 0; i < c->n; i++)
         names[i] = (struct hp_select_backend){c->backends[i].ops ? c->backends[i].name : NULL,
-                                              c->backends[i].kind, NULL};
+                                              c->backends[i].kind, NULL, 0};
     return hp_select_excluded(sr, names, c->n);
 }
 
@@ -310,6 +311,7 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
         struct hp_backend *b = &c->backends[i];
         view[i].name = b->ops ? b->name : NULL;
         view[i].kind = b->kind;
+        view[i].unproven = hp_backend_unproven(b);
         view[i].caps = NULL;
         if (b->ops) {
             hp_backend_caps_now(b, r->len, hp_flags_page_size(r->flags), &caps[i]);
@@ -526,9 +528,35 @@ static void release(struct hp_block *b)
     }
 }
 
+/* A block of a backend that claims a huge kind without having shown it
+ * (hp_backend_unproven), freed: are its huge pages real? Measured by the
+ * kernel's figures (pagemap, smaps), never the plugin's huge_bytes, and
+ * only for a block the plugin was asked to back with huge pages, at most
+ * HP_CLAIM_MEASURES times per backend. */
+static void check_claim(struct hp_block *b)
+{
+    struct hp_backend *be = b->backend;
+    if (!hp_backend_unproven(be) || b->m.page_size <= hp_os_page_size())
+        return;
+    unsigned tried = atomic_fetch_add_explicit(&be->measured, 1, memory_order_relaxed);
+    if (tried >= HP_CLAIM_MEASURES)
+        return;
+    int64_t huge = hp_measure_huge_bytes(b->m.addr, b->m.len);
+    if (huge > 0) {
+        atomic_store_explicit(&be->delivered, 1, memory_order_relaxed);
+        hp_log("backend %s: %lld huge bytes measured in a block of its: it now ranks with "
+               "its kind", be->name, (long long)huge);
+    } else if (tried + 1 == HP_CLAIM_MEASURES) {
+        hp_log("backend %s claims kind %s, but %u of its blocks had no huge bytes: it stays "
+               "ranked below libhp's backend of that kind", be->name,
+               be->kind == HP_KIND_HUGETLB ? "hugetlb" : "thp", HP_CLAIM_MEASURES);
+    }
+}
+
 /* A freed block goes to the cache if it takes it, else back to the kernel. */
 static int32_t retire(struct hp_block *b)
 {
+    check_claim(b);
     /* A placed block's memory carries its mbind policy, which would follow
      * it to whatever block the cache served next. */
     if (b->placement.mode != HP_NUMA_DEFAULT)

@@ -784,6 +784,12 @@ void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,
     pthread_mutex_unlock(&b->caps_lock);
 }
 
+int hp_backend_unproven(const struct hp_backend *b)
+{
+    return !b->own && (b->kind == HP_KIND_HUGETLB || b->kind == HP_KIND_THP) &&
+           !atomic_load_explicit(&b->delivered, memory_order_relaxed);
+}
+
 void hp_backend_mark_stale(struct hp_backend *b)
 {
     pthread_mutex_lock(&b->caps_lock);

@@ -11,6 +11,7 @@
 #include "hp/backend.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* Loaded backends at most. The last slot is kept for the built-in backend,
  * so at most HP_MAX_BACKENDS - 1 plugins load; a loadable file found after
@@ -55,7 +56,22 @@ struct hp_backend {
     pthread_cond_t probed;              /* broadcast when probing drops to 0 */
     struct hp_backend_caps caps;
     uint64_t probed_ns;                 /* CLOCK_MONOTONIC of the last probe; 0 = stale */
+    _Atomic int delivered;              /* a plugin claiming HP_KIND_HUGETLB or THP: a
+                                           block of its was measured with huge bytes
+                                           (hp_backend_unproven) */
+    _Atomic unsigned measured;          /* its blocks measured without any, so far */
 };
+
+/* Blocks of an unproven backend measured at most (hp_backend_check_claim):
+ * one that showed no huge bytes in so many stays unproven, and its later
+ * blocks cost nothing to free. */
+#define HP_CLAIM_MEASURES 16
+
+/* 1 while b claims a huge kind (HP_KIND_HUGETLB or HP_KIND_THP) that it has
+ * not shown: not one of libhp's own backends (own), and no block of its
+ * measured with huge bytes yet. The selection ranks it below libhp's
+ * backend of that kind (lib/select.c). Thread-safe. */
+int hp_backend_unproven(const struct hp_backend *b);
 
 /* A file or directory the loader refused. */
 struct hp_rejected {

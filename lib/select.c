@@ -44,15 +44,20 @@ struct ranked {
     uint64_t waste;
 };
 
-static unsigned tier_of(uint32_t kind)
+/* A kind's tier is twice its rank; a plugin that claims the kind without
+ * having shown it (unproven) takes the odd tier just below: a claim costs
+ * nothing, huge bytes measured in its blocks do (hp_backend_unproven). */
+static unsigned tier_of(const struct hp_select_backend *b)
 {
-    switch (kind) {
-    case HP_KIND_HUGETLB: return 0;  /* reserved, pre-zeroed, 10x faster to populate */
-    case HP_KIND_THP: return 1;
-    case HP_KIND_MTHP: return 2;
-    case HP_KIND_BASE: return 3;
-    default: return 4;               /* third-party: only when named */
+    unsigned rank;
+    switch (b->kind) {
+    case HP_KIND_HUGETLB: rank = 0; break;  /* reserved, pre-zeroed, 10x faster to populate */
+    case HP_KIND_THP: rank = 1; break;
+    case HP_KIND_MTHP: rank = 2; break;
+    case HP_KIND_BASE: rank = 3; break;
+    default: rank = 4; break;               /* third-party: only when named */
     }
+    return 2 * rank + (b->unproven != 0);
 }
 
 static int better(const struct ranked *a, const struct ranked *b)
@@ -239,7 +244,7 @@ static unsigned select_noted(const struct hp_select_request *req,
         }
         int named = req->backend != NULL, named_smallest = 0;
         /* An HP_BACKENDS list replaces the policy's tiers with its order. */
-        unsigned tier = req->n_only ? (unsigned)pos : tier_of(b->kind);
+        unsigned tier = req->n_only ? (unsigned)pos : tier_of(b);
         unsigned added = add_candidates(req, b, i, named, tier, r + n, HP_SELECT_MAX - n, s,
                                         &named_smallest);
         for (unsigned k = 0; k < added; k++)
@@ -564,7 +569,7 @@ static unsigned stack_ways(const struct hp_stack_request *req, const struct hp_s
         }
         /* Insert by tier (HP_BACKENDS position when it lists backends),
          * stable: a handful of entries. */
-        unsigned t = req->n_only ? (unsigned)pos : tier_of(b->kind), j = n;
+        unsigned t = req->n_only ? (unsigned)pos : tier_of(b), j = n;
         while (j > first && tier[j - first - 1] > t) {
             out[j] = out[j - 1];
             tier[j - first] = tier[j - first - 1];

@@ -17,6 +17,9 @@ struct hp_select_backend {
     const char *name;
     uint32_t kind;                        /* enum hp_backend_kind */
     const struct hp_backend_caps *caps;   /* NULL or !available: skipped */
+    int unproven;                         /* claims HP_KIND_HUGETLB or THP without having
+                                             shown it (hp_backend_unproven): ranked
+                                             just below the kind's other backends */
 };
 
 struct hp_select_request {

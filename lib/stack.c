@@ -169,7 +169,7 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req, 
                             huge ? req->huge_page_size : req->base_page_size, &caps[i]);
         if (numa)
             hp_numa_limit_caps(b, &nodes, pl->mode != 0, &caps[i]);
-        view[i] = (struct hp_select_backend){b->name, b->kind, &caps[i]};
+        view[i] = (struct hp_select_backend){b->name, b->kind, &caps[i], hp_backend_unproven(b)};
     }
     struct hp_stack_plan plan[HP_STACK_PLAN_MAX];
     char why[400];

@@ -405,7 +405,15 @@ struct hp_backend_ops {
     uint32_t size;               /* sizeof(struct hp_backend_ops); at least up to unmap */
     const char *name;            /* unique, 1 to 31 chars of [a-z0-9_-] */
     const char *description;     /* one line, printable ASCII; may be NULL */
-    uint32_t kind;               /* enum hp_backend_kind, 0 to 4 */
+    uint32_t kind;               /* enum hp_backend_kind, 0 to 4. A claim of
+                                    HP_KIND_HUGETLB or HP_KIND_THP is earned:
+                                    the plugin ranks just below libhp's own
+                                    backend of that kind until huge bytes are
+                                    measured (by the kernel's figures, never
+                                    huge_bytes) in a block of its when it is
+                                    freed; only blocks mapped at a page size
+                                    above the base page are measured, at most
+                                    16 per plugin (HP_DEBUG logs the outcome) */
     uint32_t reserved;
     /* Optional; see LIFETIME OF self above. */
     int (*init)(const struct hp_host *host, void **self);

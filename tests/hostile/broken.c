@@ -79,7 +79,8 @@ static int good_map(const struct hp_map_request *req, struct hp_mapping *out)
     if (guard)
         host->os_protect(map, guard, PROT_NONE);
     if (ps > base)
-        host->os_advise((void *)start, len, MADV_HUGEPAGE);
+        host->os_advise((void *)start, len,
+                        bcase == BC_CLAIMS_THP_FAKE ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
     out->addr = (void *)start;
     out->len = out->committed = len;
     out->map_addr = map;
@@ -297,9 +298,27 @@ static const struct hp_backend_ops ops = {
     .query = b_query,
 };
 
+/* The same, claiming to be a THP backend (the claims-thp cases). */
+static const struct hp_backend_ops ops_thp = {
+    .abi_version = HP_BACKEND_ABI_VERSION,
+    .size = sizeof(struct hp_backend_ops),
+    .name = "broken",
+    .description = "claims kind THP (HP_BROKEN_CASE claims-thp*)",
+    .kind = HP_KIND_THP,
+    .init = b_init,
+    .probe = b_probe,
+    .map = b_map,
+    .unmap = b_unmap,
+    .remap = b_remap,
+    .advise = b_advise,
+    .huge_bytes = b_huge_bytes,
+    .query = b_query,
+};
+
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h)
 {
     host = h;
-    return &ops;
+    const char *c = getenv("HP_BROKEN_CASE");
+    return c && !strncmp(c, "claims-thp", 10) ? &ops_thp : &ops;
 }

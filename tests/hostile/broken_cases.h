@@ -37,7 +37,9 @@
     X(BC_REMAP_READONLY, "remap-readonly") /* moved, the result made PROT_READ */         \
     X(BC_REMAP_FAIL_READONLY, "remap-fail-readonly") /* block made PROT_NONE, fails */   \
     X(BC_UNMAP_FAILS, "unmap-fails")       /* unmap: HP_EINVAL, nothing unmapped */       \
-    X(BC_TEXT_ESCAPES, "text-escapes")     /* reason, detail, log: ESC, CR, LF, BEL */
+    X(BC_TEXT_ESCAPES, "text-escapes")     /* reason, detail, log: ESC, CR, LF, BEL */   \
+    X(BC_CLAIMS_THP, "claims-thp")         /* kind THP, and its blocks get THP */         \
+    X(BC_CLAIMS_THP_FAKE, "claims-thp-fake") /* kind THP, its blocks MADV_NOHUGEPAGE */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

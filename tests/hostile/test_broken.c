@@ -48,6 +48,7 @@ enum scenario {
     SC_ALIAS,          /* a second block of the plugin's must not alias the first */
     SC_FREE_FAILS,     /* hp_free fails cleanly, the block stays the caller's */
     SC_TEXT,           /* the plugin's texts reach the caller and the log printable */
+    SC_CLAIM,          /* a plugin claiming kind THP ranks below thp-madvise until shown */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -92,6 +93,8 @@ static const struct bcase cases[] = {
     {BC_REMAP_FAIL_READONLY, SC_GROW, "no longer readable and writable", 0},
     {BC_UNMAP_FAILS, SC_FREE_FAILS, "could not unmap", F_PLUGIN_LEAKS},
     {BC_TEXT_ESCAPES, SC_TEXT, "no memory", 0},
+    {BC_CLAIMS_THP, SC_CLAIM, "huge bytes measured", 0},
+    {BC_CLAIMS_THP_FAKE, SC_CLAIM, NULL, 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -402,6 +405,62 @@ static int text_printable(const struct bcase *c)
     return 0;
 }
 
+/* The backend of the block at p ("" if none). */
+static const char *served_by(const void *p, struct hp_block_info *info)
+{
+    *info = (struct hp_block_info)HP_BLOCK_INFO_INIT;
+    return p && hp_info(p, info) == HP_OK ? info->backend : "";
+}
+
+/* The plugin says it is a THP backend, and is loaded before thp-madvise
+ * (HP_BACKEND_PATH comes first), so a tie in rank would go to it. Until
+ * one of its blocks is measured with huge bytes, a request that names no
+ * backend goes to thp-madvise; after that (claims-thp, whose blocks do get
+ * THP) the plugin ranks with its kind. claims-thp-fake's blocks never get
+ * THP (MADV_NOHUGEPAGE), so thp-madvise keeps serving. */
+static int claim_ranked(const struct bcase *c)
+{
+    int thp = 0;
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        CHECK(hp_backend_get((uint32_t)i, &bi) == HP_OK);
+        thp |= !strcmp(bi.name, "thp-madvise") && bi.available;
+    }
+    if (!thp) {
+        fprintf(stderr, "# skipped: thp-madvise is unavailable, nothing to rank against\n");
+        return 0;
+    }
+    /* hugetlbfs out: it ranks first whenever its pool has pages (another
+     * test may be filling it), and it is not the kind in question. */
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.exclude = "hugetlbfs";
+    const size_t len = 4 << 20;
+    struct hp_block_info info;
+    unsigned char *p = hp_alloc_ex(len, &o);
+    fprintf(stderr, "# before any block of the plugin's: %s\n", served_by(p, &info));
+    CHECK(!strcmp(served_by(p, &info), "thp-madvise"));
+    CHECK(hp_free(p) == HP_OK);
+    unsigned char *q = alloc_named(len);
+    CHECK(q);
+    memset(q, 1, len);
+    CHECK(!strcmp(served_by(q, &info), "broken"));
+    uint64_t huge = info.huge_bytes;
+    fprintf(stderr, "# the plugin's block: %llu huge bytes\n", (unsigned long long)huge);
+    CHECK(hp_free(q) == HP_OK);
+    p = hp_alloc_ex(len, &o);
+    fprintf(stderr, "# after it was freed: %s\n", served_by(p, &info));
+    if (c->id == BC_CLAIMS_THP_FAKE) {
+        CHECK(huge == 0);
+        CHECK(!strcmp(served_by(p, &info), "thp-madvise"));
+    } else if (huge == 0) {
+        fprintf(stderr, "# skipped: the kernel gave the plugin's block no THP\n");
+    } else {
+        CHECK(!strcmp(served_by(p, &info), "broken") && logged(c->rule));
+    }
+    CHECK(hp_free(p) == HP_OK);
+    return 0;
+}
+
 /* resize_one, with another block of the plugin's live around it when the
  * case says so: that block keeps its bytes. */
 static int resize(const struct bcase *c, size_t from, size_t to)
@@ -465,6 +524,9 @@ static int run_case(const struct bcase *c)
     case SC_TEXT:
         rc = text_printable(c);
         break;
+    case SC_CLAIM:
+        rc = claim_ranked(c);
+        break;
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;
@@ -514,6 +576,8 @@ static void one_case(void **state)
         setenv("HP_DEBUG", "1", 1);
         if (c->sc == SC_POPULATE)
             setenv("HP_BACKENDS", "broken", 1);  /* stacks name no backend */
+        if (c->sc == SC_CLAIM)
+            setenv("HP_CACHE_MAX", "0", 1);  /* no cache: every free unmaps, no reaper thread */
         alarm(getenv("HPTEST_VALGRIND") ? 120 : 30);  /* a hang is a SIGALRM death */
         exit(run_case(c));  /* exit: the sanitizers' and memcheck's leak checks run */
     }

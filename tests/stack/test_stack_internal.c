@@ -78,11 +78,11 @@ static void setup_case(struct plan_case *pc, uint64_t flags, uint64_t usable, ui
     pc->caps[HUGETLB] = hugetlb_caps(free_2m);
     pc->caps[THP] = thp_caps(thp);
     pc->caps[OTHER] = other_caps();
-    pc->bk[FB] = (struct hp_select_backend){"fallback", HP_KIND_BASE, &pc->caps[FB]};
-    pc->bk[HUGETLB] = (struct hp_select_backend){"hugetlbfs", HP_KIND_HUGETLB, &pc->caps[HUGETLB]};
-    pc->bk[THP] = (struct hp_select_backend){"thp-madvise", HP_KIND_THP, &pc->caps[THP]};
-    pc->bk[REJECTED] = (struct hp_select_backend){NULL, HP_KIND_THP, NULL};  /* a rejected plugin */
-    pc->bk[OTHER] = (struct hp_select_backend){"numa-local", HP_KIND_OTHER, &pc->caps[OTHER]};
+    pc->bk[FB] = (struct hp_select_backend){"fallback", HP_KIND_BASE, &pc->caps[FB], 0};
+    pc->bk[HUGETLB] = (struct hp_select_backend){"hugetlbfs", HP_KIND_HUGETLB, &pc->caps[HUGETLB], 0};
+    pc->bk[THP] = (struct hp_select_backend){"thp-madvise", HP_KIND_THP, &pc->caps[THP], 0};
+    pc->bk[REJECTED] = (struct hp_select_backend){NULL, HP_KIND_THP, NULL, 0};  /* a rejected plugin */
+    pc->bk[OTHER] = (struct hp_select_backend){"numa-local", HP_KIND_OTHER, &pc->caps[OTHER], 0};
     pc->req = (struct hp_stack_request){.flags = flags, .usable = usable,
                                         .huge_page_size = (flags & 7) ? 2 * MIB : 4096,
                                         .base_page_size = 4096};

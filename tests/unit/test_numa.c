@@ -161,8 +161,8 @@ static void limit_pool_then_select(void **state)
     caps[1].n_page_sizes = 1;
     caps[1].page_sizes[0] = 2 * M;
     caps[1].pool_free[0] = UINT64_MAX;
-    struct hp_select_backend view[2] = {{"hugetlbfs", HP_KIND_HUGETLB, &caps[0]},
-                                        {"thp-madvise", HP_KIND_THP, &caps[1]}};
+    struct hp_select_backend view[2] = {{"hugetlbfs", HP_KIND_HUGETLB, &caps[0], 0},
+                                        {"thp-madvise", HP_KIND_THP, &caps[1], 0}};
     struct hp_options env = {0};
     struct hp_select_request req;
     struct hp_candidate out[HP_SELECT_MAX];

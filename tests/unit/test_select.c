@@ -43,7 +43,7 @@ static int machine(void **state)
     const char *names[NB] = {"hugetlbfs", "thp-madvise", "anon-orders", "fallback", "example"};
     uint32_t kinds[NB] = {HP_KIND_HUGETLB, HP_KIND_THP, HP_KIND_MTHP, HP_KIND_BASE, HP_KIND_OTHER};
     for (int i = 0; i < NB; i++)
-        view[i] = (struct hp_select_backend){names[i], kinds[i], &caps[i]};
+        view[i] = (struct hp_select_backend){names[i], kinds[i], &caps[i], 0};
     return 0;
 }
 
@@ -527,7 +527,7 @@ static void third_party_hugetlb_kind_is_automatic(void **state)
     memfd.available = 0;
     struct hp_select_backend bk[NB + 1];
     memcpy(bk, view, sizeof(view));
-    bk[NB] = (struct hp_select_backend){"memfd-huge", HP_KIND_HUGETLB, &memfd};
+    bk[NB] = (struct hp_select_backend){"memfd-huge", HP_KIND_HUGETLB, &memfd, 0};
     caps[HUGETLB].pool_free[0] = 1;   /* the built-in holds one 2 MiB page */
     struct hp_select_request r = req(4 * M, 0);
     struct hp_candidate out[HP_SELECT_MAX];
@@ -544,6 +544,43 @@ static void third_party_hugetlb_kind_is_automatic(void **state)
     assert_true(out[0].page_size == 2 * M);
     for (unsigned i = 0; i < n; i++)
         assert_int_not_equal(out[i].backend, OTHER);
+}
+
+/* A plugin that claims kind THP or HUGETLB, loaded before the built-ins
+ * (HP_BACKEND_PATH comes first: a lower index, so it wins a tie). Until
+ * it has shown huge pages (unproven) it ranks right after the built-in of
+ * its kind; once shown, with it. */
+static void claimed_kind_is_earned(void **state)
+{
+    (void)state;
+    struct hp_backend_caps claim = {0};
+    add_size(&claim, 2 * M, UNPOOLED);
+    enum { CLAIM = NB };
+    struct hp_select_backend bk[NB + 1];
+    memcpy(bk, view, sizeof(view));
+    /* The claimant first in load order: swap it with entry 0. */
+    bk[CLAIM] = bk[0];
+    bk[0] = (struct hp_select_backend){"claims-thp", HP_KIND_THP, &claim, 1};
+    const unsigned thp = THP, mthp = MTHP;
+    struct hp_select_request r = req(4 * M, HP_F_NOPOOL);  /* the built-in pool out */
+    struct hp_candidate out[HP_SELECT_MAX];
+    unsigned n = hp_select(&r, bk, NB + 1, out, HP_SELECT_MAX);
+    assert_true(n >= 3);
+    assert_int_equal(out[0].backend, thp);
+    assert_int_equal(out[1].backend, 0);
+    assert_int_equal(out[2].backend, mthp);
+    bk[0].unproven = 0;  /* huge bytes measured in a block of its */
+    n = hp_select(&r, bk, NB + 1, out, HP_SELECT_MAX);
+    assert_true(n >= 2);
+    assert_int_equal(out[0].backend, 0);
+    assert_int_equal(out[1].backend, thp);
+    /* Claiming hugetlb: below the hugetlb built-in, still above THP. */
+    bk[0] = (struct hp_select_backend){"claims-hugetlb", HP_KIND_HUGETLB, &claim, 1};
+    r = req(4 * M, 0);
+    n = hp_select(&r, bk, NB + 1, out, HP_SELECT_MAX);
+    assert_true(n >= 3);
+    assert_int_equal(out[0].backend, CLAIM);  /* the built-in hugetlbfs, moved */
+    assert_int_equal(out[1].backend, 0);
 }
 
 /* hp_realloc's rules, block by block. */
@@ -730,6 +767,7 @@ int main(void)
         cmocka_unit_test_setup(require_huge_with_base_only, machine),
         cmocka_unit_test_setup(pool_short_by_one_page_and_cache_credit, machine),
         cmocka_unit_test_setup(third_party_hugetlb_kind_is_automatic, machine),
+        cmocka_unit_test_setup(claimed_kind_is_earned, machine),
         cmocka_unit_test(realloc_rules),
         cmocka_unit_test(realloc_flags_rule),
         cmocka_unit_test_setup(excluded_mask_survives, machine),
