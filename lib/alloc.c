@@ -154,6 +154,21 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
             return hp_fail(HP_EBACKEND, "backend %s returned memory of another block, stack or "
                            "cached range (%p, %llu bytes), which is left alone", b->name,
                            m->map_addr, (unsigned long long)m->map_len);
+        /* A page larger than a PMD is no THP of anonymous memory (at most
+         * PMD size, mm/huge_memory.c) but a hugetlb or device-dax page,
+         * whose size smaps states (KernelPageSize: vm_ops->pagesize,
+         * Documentation/filesystems/proc.rst). Smaller claims are left
+         * alone: THP and mTHP show as base pages there. */
+        if (m->page_size > hp_os_pmd_page_size()) {
+            int64_t kps = hp_os_kernel_page_size(m->addr);
+            if (kps > 0 && (uint64_t)kps != m->page_size) {
+                b->ops->unmap(b->self, m);
+                return hp_fail(HP_EBACKEND, "backend %s returned memory that is not of the page "
+                               "size it claims (%llu bytes): the kernel maps it with %lld-byte "
+                               "pages (smaps KernelPageSize)", b->name,
+                               (unsigned long long)m->page_size, (long long)kps);
+            }
+        }
         int rw = hp_os_check_rw(m->addr, m->len);
         if (rw == -EACCES || rw == -ENOMEM) {
             b->ops->unmap(b->self, m);

@@ -135,6 +135,10 @@ static uint64_t now_ns(void);
  * selection relies on these (hp/backend.h: ascending powers of two). */
 static const char *invalid_caps(const struct hp_backend_caps *c, char *buf, size_t cap)
 {
+    if (c->available > 1) {
+        snprintf(buf, cap, "available is %u, not 0 or 1", c->available);
+        return buf;
+    }
     if (c->n_page_sizes > HP_MAX_PAGE_SIZES) {
         snprintf(buf, cap, "n_page_sizes is %u, at most %d", c->n_page_sizes, HP_MAX_PAGE_SIZES);
         return buf;
@@ -248,6 +252,9 @@ static const char *invalid_name(const char *name)
         return "empty backend name";
     if (n > HP_BACKEND_NAME_MAX)
         return "backend name longer than 31 characters";
+    if (name[0] == '-')
+        return "backend name starts with '-' (HP_BACKENDS reads \"-name\" as \"never name\", "
+               "so no list could name it)";
     if (!hp_valid_backend_name(name))
         return "backend name has a character outside [a-z0-9_-]";
     return NULL;

@@ -124,7 +124,7 @@ static int parse_sysfs_root(const char *name, const char *v, struct hp_options *
 int hp_valid_backend_name(const char *name)
 {
     size_t n = strlen(name);
-    if (n == 0 || n >= HP_OPT_NAME_LEN)
+    if (n == 0 || n >= HP_OPT_NAME_LEN || name[0] == '-')
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = name[i];

@@ -48,7 +48,8 @@ void hp_options_dump(FILE *out);
 int hp_parse_name_list(const char *spec, char names[][HP_OPT_NAME_LEN], unsigned max,
                        char *detail, size_t detail_cap);
 
-/* 1 if name is a well-formed backend name ([a-z0-9-], 1..31 chars). */
+/* 1 if name is a well-formed backend name: 1 to 31 characters of
+ * [a-z0-9_-], not starting with '-' (HP_BACKENDS' "-name" means "never"). */
 int hp_valid_backend_name(const char *name);
 
 #endif

@@ -621,6 +621,38 @@ int hp_os_check_rw(const void *addr, size_t len)
     return w.next >= w.hi ? 0 : -ENOMEM;
 }
 
+struct kps_walk {
+    uintptr_t addr;
+    int inside;         /* the current VMA holds addr */
+    int64_t bytes;      /* -ENOMEM until found */
+};
+
+static int kps_line(const char *line, void *ctx)
+{
+    struct kps_walk *w = ctx;
+    uintptr_t start, end;
+    char tail;
+    unsigned long long kb;
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR "%c", &start, &end, &tail) == 3 && tail == ' ') {
+        if (start > w->addr)
+            return 1;  /* VMAs come in address order: not mapped */
+        w->inside = end > w->addr;
+        return 0;
+    }
+    if (w->inside && sscanf(line, "KernelPageSize: %llu kB", &kb) == 1) {
+        w->bytes = (int64_t)kb * 1024;
+        return 1;
+    }
+    return 0;
+}
+
+int64_t hp_os_kernel_page_size(const void *addr)
+{
+    struct kps_walk w = {(uintptr_t)addr, 0, -ENOMEM};
+    int rc = hp_os_each_line("/proc/self/smaps", kps_line, &w);
+    return rc < 0 ? rc : w.bytes;
+}
+
 int hp_os_resident(void *addr, size_t len, unsigned char *vec)
 {
     int rc = injected(HP_OS_RESIDENT);

@@ -158,6 +158,13 @@ int hp_os_check_mapped(void *addr, size_t len);
  * checking a plugin's result, not for every call. */
 int hp_os_check_rw(const void *addr, size_t len);
 
+/* The KernelPageSize of the VMA that holds addr, in bytes (/proc/self/smaps;
+ * Documentation/filesystems/proc.rst: the page size of a hugetlb VMA, else
+ * the base page, THP included); -ENOMEM if addr is not mapped, another
+ * -errno if smaps cannot be read. Reads smaps up to that VMA: for checking
+ * a plugin's result, not for every call. */
+int64_t hp_os_kernel_page_size(const void *addr);
+
 /* mincore: vec[i] bit 0 says whether base page i of [addr, addr+len) is
  * resident now (vec holds len / base page bytes). A swapped-out page reads
  * as not resident, so "not resident" does not mean "reads as zero".

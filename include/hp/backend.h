@@ -198,7 +198,9 @@ struct hp_host {
 /* What a backend can do on this machine, filled by probe. */
 struct hp_backend_caps {
     uint32_t size;               /* set by the core before probe */
-    uint32_t available;          /* 1 if it can serve at least one page size */
+    uint32_t available;          /* 1 if it can serve at least one page size,
+                                    else 0 (any other value is an invalid
+                                    record) */
     uint32_t flags;              /* HP_CAPS_* */
     uint32_t n_page_sizes;       /* <= HP_MAX_PAGE_SIZES (checked) */
     uint64_t page_sizes[HP_MAX_PAGE_SIZES];  /* powers of two >= base page,
@@ -244,7 +246,9 @@ struct hp_backend_caps {
  * also refuses (HP_EBACKEND) a mapping that overlaps a live block, stack or
  * cached range of libhp's (left alone, not unmapped: it is its owner's; a
  * block being resized in another thread at that moment is not counted) and
- * one whose [addr, addr + len) is not readable and writable (unmapped);
+ * one whose [addr, addr + len) is not readable and writable (unmapped), and
+ * one whose page_size is above the PMD size (no THP is larger) when smaps'
+ * KernelPageSize for addr says otherwise (unmapped);
  * remap results are checked for both too, and a remap that leaves the
  * block's pages without read and write access has it restored by the core
  * (logged under HP_DEBUG). The contents are not checked (reading every byte would
@@ -403,7 +407,9 @@ struct hp_block_query {
 struct hp_backend_ops {
     uint32_t abi_version;        /* HP_BACKEND_ABI_VERSION */
     uint32_t size;               /* sizeof(struct hp_backend_ops); at least up to unmap */
-    const char *name;            /* unique, 1 to 31 chars of [a-z0-9_-] */
+    const char *name;            /* unique, 1 to 31 chars of [a-z0-9_-], not
+                                    starting with '-' (HP_BACKENDS reads "-name"
+                                    as "never name") */
     const char *description;     /* one line, printable ASCII; may be NULL */
     uint32_t kind;               /* enum hp_backend_kind, 0 to 4. A claim of
                                     HP_KIND_HUGETLB or HP_KIND_THP is earned:

@@ -48,11 +48,12 @@ static int b_probe(void *self, struct hp_backend_caps *caps)
     (void)self;
     while (bcase == BC_PROBE_HANGS)
         pause();
-    caps->available = 1;
-    caps->n_page_sizes = 2;
+    caps->available = bcase == BC_AVAILABLE_7 ? 7 : 1;
+    caps->n_page_sizes = bcase == BC_MAP_FAKE_1G ? 3 : 2;
     caps->page_sizes[0] = host->base_page_size;
     caps->page_sizes[1] = PMD;
-    caps->pool_free[0] = caps->pool_free[1] = UINT64_MAX;
+    caps->page_sizes[2] = UINT64_C(1) << 30;  /* map-fake-1g: base pages, said to be 1 GiB */
+    caps->pool_free[0] = caps->pool_free[1] = caps->pool_free[2] = UINT64_MAX;
     caps->page_flags[1] = HP_PAGE_ADVISED;
     snprintf(caps->reason, sizeof(caps->reason), "broken plugin, case %s%s",
              broken_case_names[bcase], bcase == BC_TEXT_ESCAPES ? TERMINAL_TRICKS : "");
@@ -78,7 +79,7 @@ static int good_map(const struct hp_map_request *req, struct hp_mapping *out)
         host->os_unmap(end, (size_t)((char *)p + guard + len + slack - end));
     if (guard)
         host->os_protect(map, guard, PROT_NONE);
-    if (ps > base)
+    if (ps > base && ps <= PMD)
         host->os_advise((void *)start, len,
                         bcase == BC_CLAIMS_THP_FAKE ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
     out->addr = (void *)start;
@@ -298,27 +299,16 @@ static const struct hp_backend_ops ops = {
     .query = b_query,
 };
 
-/* The same, claiming to be a THP backend (the claims-thp cases). */
-static const struct hp_backend_ops ops_thp = {
-    .abi_version = HP_BACKEND_ABI_VERSION,
-    .size = sizeof(struct hp_backend_ops),
-    .name = "broken",
-    .description = "claims kind THP (HP_BROKEN_CASE claims-thp*)",
-    .kind = HP_KIND_THP,
-    .init = b_init,
-    .probe = b_probe,
-    .map = b_map,
-    .unmap = b_unmap,
-    .remap = b_remap,
-    .advise = b_advise,
-    .huge_bytes = b_huge_bytes,
-    .query = b_query,
-};
-
-HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h);
 HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_host *h)
 {
-    host = h;
+    /* The cases that break a rule of the descriptor itself. */
+    static struct hp_backend_ops changed;
     const char *c = getenv("HP_BROKEN_CASE");
-    return c && !strncmp(c, "claims-thp", 10) ? &ops_thp : &ops;
+    host = h;
+    changed = ops;
+    if (c && !strncmp(c, "claims-thp", 10))
+        changed.kind = HP_KIND_THP;
+    if (c && !strcmp(c, "name-dash"))
+        changed.name = "-broken";
+    return &changed;
 }

@@ -39,7 +39,10 @@
     X(BC_UNMAP_FAILS, "unmap-fails")       /* unmap: HP_EINVAL, nothing unmapped */       \
     X(BC_TEXT_ESCAPES, "text-escapes")     /* reason, detail, log: ESC, CR, LF, BEL */   \
     X(BC_CLAIMS_THP, "claims-thp")         /* kind THP, and its blocks get THP */         \
-    X(BC_CLAIMS_THP_FAKE, "claims-thp-fake") /* kind THP, its blocks MADV_NOHUGEPAGE */
+    X(BC_CLAIMS_THP_FAKE, "claims-thp-fake") /* kind THP, its blocks MADV_NOHUGEPAGE */   \
+    X(BC_NAME_DASH, "name-dash")           /* name "-broken" */                           \
+    X(BC_AVAILABLE_7, "available-7")       /* probe: available = 7 */                     \
+    X(BC_MAP_FAKE_1G, "map-fake-1g")       /* claims 1 GiB pages, maps base pages */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

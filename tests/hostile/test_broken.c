@@ -49,6 +49,9 @@ enum scenario {
     SC_FREE_FAILS,     /* hp_free fails cleanly, the block stays the caller's */
     SC_TEXT,           /* the plugin's texts reach the caller and the log printable */
     SC_CLAIM,          /* a plugin claiming kind THP ranks below thp-madvise until shown */
+    SC_REJECTED,       /* the plugin is refused at load, the reason listed */
+    SC_UNAVAILABLE,    /* named, the plugin shows as unavailable with the reason */
+    SC_ALLOC_1G,       /* hp_alloc_ex naming the plugin, HP_F_PAGE_1G, must fail */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -95,6 +98,9 @@ static const struct bcase cases[] = {
     {BC_TEXT_ESCAPES, SC_TEXT, "no memory", 0},
     {BC_CLAIMS_THP, SC_CLAIM, "huge bytes measured", 0},
     {BC_CLAIMS_THP_FAKE, SC_CLAIM, NULL, 0},
+    {BC_NAME_DASH, SC_REJECTED, "starts with '-'", 0},
+    {BC_AVAILABLE_7, SC_UNAVAILABLE, "available is 7", 0},
+    {BC_MAP_FAKE_1G, SC_ALLOC_1G, "KernelPageSize", 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -461,6 +467,48 @@ static int claim_ranked(const struct bcase *c)
     return 0;
 }
 
+/* The entry of the backend list whose path is the plugin's file (a loaded
+ * backend or a refused file), in *out; 1 if there is one. */
+static int plugin_entry(struct hp_backend_info *out)
+{
+    for (int32_t i = 0; i < hp_backend_count(); i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        if (hp_backend_get((uint32_t)i, &bi) != HP_OK)
+            return 0;
+        if (strstr(bi.path, "/broken.so")) {
+            *out = bi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A descriptor that breaks a rule (a name HP_BACKENDS could never name):
+ * the file is listed as refused, with a reason that says which rule, and
+ * no backend takes its place. */
+static int rejected(const struct bcase *c)
+{
+    struct hp_backend_info bi;
+    CHECK(plugin_entry(&bi));
+    fprintf(stderr, "# entry: name \"%s\", reason: %s\n", bi.name, bi.reason);
+    CHECK(!bi.available && strstr(bi.reason, c->rule) && strstr(bi.reason, "-broken"));
+    void *p = hp_alloc(64 << 10, 0);
+    CHECK(p && hp_free(p) == HP_OK);
+    return 0;
+}
+
+/* A probe whose record breaks a rule: once named, the plugin is
+ * unavailable, the reason says which rule, and naming it fails cleanly. */
+static int unavailable(const struct bcase *c)
+{
+    CHECK(!alloc_named(64 << 10));
+    struct hp_backend_info bi;
+    CHECK(plugin_entry(&bi));
+    fprintf(stderr, "# entry: available %u, reason: %s\n", bi.available, bi.reason);
+    CHECK(bi.available == 0 && strstr(bi.reason, c->rule));
+    return 0;
+}
+
 /* resize_one, with another block of the plugin's live around it when the
  * case says so: that block keeps its bytes. */
 static int resize(const struct bcase *c, size_t from, size_t to)
@@ -527,6 +575,20 @@ static int run_case(const struct bcase *c)
     case SC_CLAIM:
         rc = claim_ranked(c);
         break;
+    case SC_REJECTED:
+        rc = rejected(c);
+        break;
+    case SC_UNAVAILABLE:
+        rc = unavailable(c);
+        break;
+    case SC_ALLOC_1G: {
+        struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+        o.backend = "broken";
+        o.flags = HP_F_PAGE_1G;
+        void *p = hp_alloc_ex(64 << 10, &o);
+        CHECK(!p && hp_last_error() == HP_EBACKEND && told(c->rule));
+        break;
+    }
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;
