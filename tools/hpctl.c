@@ -41,7 +41,9 @@ static void print_backends(int json)
             used += (size_t)snprintf(sizes + used, sizeof(sizes) - used, "%s%s", k ? "," : "", one);
         }
         if (!json) {
-            printf("%-12s %-5s %-8s %-18s %s\n", bi.name[0] ? bi.name : "?",
+            /* A file refused before its name was read has none: "-", as
+             * for page sizes it does not have. */
+            printf("%-12s %-5s %-8s %-18s %s\n", bi.name[0] ? bi.name : "-",
                    bi.available ? "yes" : "no", kind_name(bi.kind), sizes[0] ? sizes : "-",
                    bi.reason);
             printf("%-12s %s%s%s\n", "", bi.path, bi.description[0] ? ": " : "", bi.description);

@@ -2,6 +2,8 @@
 variable reported as the HP_EENV every call would get, instead of a list of
 backends that no call can use."""
 import os
+import shutil
+import tempfile
 
 from hpctltest import HPCTL, done, ok, run, run_json
 
@@ -25,6 +27,23 @@ rc, out, err = run("status")
 ok(rc == 0 and ("%s/fallback.so: " % builtin_dir) in out and
    ("%s/thp-madvise.so: " % builtin_dir) in out,
    "status (text) shows each backend's path and description", out)
+
+# A file refused before its name could be read (not an ELF file): its row
+# says "-" for the name, as for anything else it has not got, never "?"
+# (which reads as a name that was garbled).
+plugins = tempfile.mkdtemp(dir=os.path.dirname(builtin_dir))
+try:
+    with open(os.path.join(plugins, "garbage.so"), "w") as f:
+        f.write("not an ELF file\n")
+    rc, out, err = run("status", env={"HP_BACKEND_PATH": plugins})
+    rows = out.splitlines()
+    row = next((i for i, r in enumerate(rows) if "rejected" in r and i + 1 < len(rows) and
+                rows[i + 1].strip().startswith(plugins + "/garbage.so")), None)
+    ok(rc == 0 and row is not None and rows[row].split()[0] == "-",
+       "status (text): a file refused before its name was read shows \"-\" as its name",
+       out + err)
+finally:
+    shutil.rmtree(plugins)
 
 for bad, want in (("relative/plugins", 'entry 1 ("relative/plugins") is not an absolute path'),
                   ("/opt/hp::/usr/hp", 'entry 2 ("") is empty')):
