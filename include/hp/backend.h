@@ -75,6 +75,9 @@
  * host->set_detail to explain a failure; the detail reaches the application
  * as hp_last_error_detail() of the call that failed.
  *
+ * LIFETIME OF host: the entry point and init receive the same pointer,
+ * valid (with every upcall in it) until fini returns; keep either.
+ *
  * LIFETIME OF self: after the entry point returned a descriptor that passed
  * the loader's checks, init(host, &self) is called once (from the thread
  * that first uses libhp, before any probe). A plugin keeps its state there
@@ -228,8 +231,12 @@ struct hp_backend_caps {
  *     inside [map_addr, map_addr + map_len);
  *   - safe to touch: no SIGBUS on access to [addr, addr + committed), as long
  *     as the block's rules of fork (HP_MAP_POOL, HP_MAP_SHARED) are obeyed.
- *     Pool pages must be reserved at map time (MAP_HUGETLB reserves them;
- *     a hugetlb memfd needs fallocate or MAP_POPULATE).
+ *     Pool pages must be reserved at map time: an mmap of hugetlb memory
+ *     (MAP_HUGETLB, or a hugetlb memfd or hugetlbfs file, MAP_SHARED or
+ *     MAP_PRIVATE) reserves them unless MAP_NORESERVE, and fails with
+ *     ENOMEM when the pool cannot (hugetlb_reserve_pages,
+ *     Documentation/mm/hugetlbfs_reserv.rst); with MAP_NORESERVE a fault
+ *     can SIGBUS.
  *   - on base pages only when flags names the base page size
  *     (HP_F_PAGE_SHIFT_MASK bits equal to the base page's shift, as
  *     hp_page_size_flag(base page) sets them): then no part of the mapping
@@ -312,7 +319,11 @@ struct hp_map_request {
 /* The pages come from a finite reserved pool (hugetlb-like). The fork rules
  * of hp/alloc.h apply: pages of a range that existed at fork() are never
  * reused from the cache in either process, are unmapped when freed, and
- * such a block grows by copying, not by remap. A piece the cache carves
+ * such a block grows by copying, not by remap. With HP_MAP_SHARED the
+ * block is never cached and never remapped after a fork anyway; POOL then
+ * still marks its pages as pool pages for HP_F_NOPOOL (hp_alloc refuses
+ * them, hp_realloc copies the block out) and has the pool figures read
+ * again after unmap. A piece the cache carves
  * out of such a range is first split off as VMAs of its own (madvise
  * MADV_RANDOM then MADV_NORMAL over the piece; hugetlb VMAs stay split,
  * plain anonymous ones merge back): on Linux, moving part of a private
@@ -377,7 +388,17 @@ struct hp_block_query {
  *   is gone): never a copy from memory that is not there.
  * Every op returns HP_OK or a code of hp/errors.h; any other value is
  *   taken as HP_EBACKEND ("<op> returned unknown status N").
- * advise: apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping.
+ * advise: apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping. A
+ *   failure after map fails that candidate (the mapping goes to unmap, and
+ *   hp_alloc tries the next one); on a stack, hp_stack_create fails with
+ *   the plugin's error and detail; after hp_realloc grew a block it
+ *   is only logged (HP_DEBUG), and the grown block is returned, its pages
+ *   to come from faults.
+ * unmap: release [map_addr, map_addr + map_len). When it fails at
+ *   hp_free, hp_free returns HP_EOS naming the backend and the block stays
+ *   the caller's (a later hp_free may succeed). A cached range whose unmap
+ *   fails twice is lost: logged under HP_DEBUG, and hp_cache_trim still
+ *   returns HP_OK (nobody can use the range again).
  * huge_bytes: huge-backed bytes of m now; NULL: host->measure_huge_bytes.
  *   A negative value, or one above map_len, is not used: hp_info reports
  *   host->measure_huge_bytes instead (and HP_DEBUG logs an oversized one).
