@@ -42,7 +42,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sizes = " ".join(
             _size(s) + (f"({free})" if free is not None else "")
             for s, free in zip(b["page_sizes"], b["pool_free"])) or "-"
-        print(f"{b['name'] or '?':<14} {str(b['kind']):<8} {'yes' if b['available'] else 'no':<6} "
+        print(f"{b['name'] or '-':<14} {str(b['kind']):<8} {'yes' if b['available'] else 'no':<6} "
               f"{sizes:<30} {b['reason']}")
     env = st["environment"]
     print()

@@ -137,6 +137,16 @@ def test_python_m_hp_warns_without_huge_page_backends(tmp_path):
     assert f"plugins from (none)" in proc.stdout or str(tmp_path) in proc.stdout
 
 
+def test_python_m_hp_nameless_row_shows_dash(tmp_path):
+    # tmp_path is under /tmp, which anybody may write: the directory is
+    # refused before any name is read, and its row says "-" (as hpctl
+    # status does), never "?", which reads as a garbled name.
+    proc = _m_hp(HP_LIBRARY=hp.status()["library"], HP_BACKEND_PATH=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    rows = [r for r in proc.stdout.splitlines() if "untrusted backend directory" in r]
+    assert rows and all(r.split()[0] == "-" for r in rows), proc.stdout
+
+
 def test_large_alloc_without_huge_page_backends_warns_once(tmp_path):
     proc = run_python(
         "import warnings, hp\n"
