@@ -221,6 +221,25 @@ long smaps_kernel_page_kb(const void *addr)
     return smaps_walk(addr, 1, "KernelPageSize", 1);
 }
 
+int maps_line_is_valgrinds(const char *line)
+{
+#ifdef HP_HAVE_VALGRIND_H
+    /* Under valgrind its own memory (translation cache, arenas, and the
+     * heap that stands in for malloc's) is anonymous and mapped rwx
+     * (measured with valgrind 3.19: a client mmap of rw- memory stays
+     * rw-p), and it grows and splits as valgrind translates code and frees
+     * blocks. Neither libhp nor its plugins map anything executable, so
+     * such lines are valgrind's. */
+    char perms[5] = "", path[2] = "";
+    return RUNNING_ON_VALGRIND &&
+           sscanf(line, "%*x-%*x %4s %*s %*s %*s %1s", perms, path) >= 1 &&
+           !strcmp(perms, "rwxp") && !path[0];
+#else
+    (void)line;
+    return 0;
+#endif
+}
+
 long maps_count(void)
 {
     FILE *f = fopen("/proc/self/maps", "re");
@@ -231,19 +250,8 @@ long maps_count(void)
     while (fgets(line, sizeof(line), f)) {
         if (!strchr(line, '\n') && !feof(f))
             continue;  /* the rest of an over-long line comes next */
-#ifdef HP_HAVE_VALGRIND_H
-        /* Under valgrind its own memory (translation cache, arenas, and
-         * the heap that stands in for malloc's) is anonymous and mapped
-         * rwx (measured with valgrind 3.19: a client mmap of rw- memory
-         * stays rw-p), and it grows and splits as valgrind translates code
-         * and frees blocks. Neither libhp nor its plugins map anything
-         * executable, so such lines are valgrind's. */
-        char perms[5] = "", path[2] = "";
-        if (RUNNING_ON_VALGRIND &&
-            sscanf(line, "%*x-%*x %4s %*s %*s %*s %1s", perms, path) >= 1 &&
-            !strcmp(perms, "rwxp") && !path[0])
+        if (maps_line_is_valgrinds(line))
             continue;
-#endif
 #if defined(__SANITIZE_ADDRESS__)
         /* ASan's allocator maps a region per size class in
          * [0x600000000000, 0x640000000000) the first time the program

@@ -51,6 +51,9 @@ long smaps_kernel_page_kb(const void *addr);
 /* Number of lines in /proc/self/maps, less those of the sanitizer's or
  * valgrind's own memory (support.c says which). */
 long maps_count(void);
+/* 1 if this /proc/self/maps line is valgrind's own memory (when running
+ * under valgrind; support.c says how it is told), else 0. */
+int maps_line_is_valgrinds(const char *line);
 /* The permissions ("rw-p", "---p") of the /proc/self/maps line holding
  * addr, in perms[5]; 1 if found, else 0. */
 int perms_at(const void *addr, char perms[5]);
