@@ -320,7 +320,7 @@ static const struct {
                                "[--root DIR] [--dry-run] [--json]"},
     {"why", hpctl_why, "why PID [--mappings] [--json]"},
     {"watch", hpctl_watch, "watch [PID] [--interval SECONDS] [--count N] [--json]"},
-    {"run", hpctl_run, "run [--backend NAME] [--page-size SIZE] [--pool] [--stacks lean|huge] "
+    {"run", hpctl_run, "run [--backend NAME] [--page-size SIZE] [--pool[=all]] [--stacks lean|huge] "
                        "[--report] [--report-json FILE] [--] CMD [ARGS...]"},
     {"version", cmd_version, "version [--json]"},
 };

@@ -1,14 +1,18 @@
 /*
- * hpctl run [--backend NAME] [--page-size SIZE] [--pool] [--stacks lean|huge] [--report]
- *           [--report-json FILE] [--] CMD [ARGS...]
+ * hpctl run [--backend NAME] [--page-size SIZE] [--pool[=all]] [--stacks lean|huge]
+ *           [--report] [--report-json FILE] [--] CMD [ARGS...]
  *
  * Runs an unmodified program with libhp-malloc.so: appends the library to
  * LD_PRELOAD, passes the choices on as environment (HP_BACKENDS,
- * HP_MALLOC_PAGE_SIZE, HP_MALLOC_POOL=1 for --pool: the hugetlb pool may
- * serve, and a fork child then needs free pool pages to write what it
- * inherited (HP_MALLOC_POOL=1 in the environment counts as --pool; a
- * backend or page size that only a pool has needs it); HP_STACKS for
- * --stacks: thread stacks from hp_stack_create), and with --report prints
+ * HP_MALLOC_PAGE_SIZE; HP_MALLOC_POOL=1 for --pool: the hugetlb pool may
+ * serve large blocks, which a fork child then needs free pool pages to
+ * write; HP_MALLOC_POOL=all for --pool=all: arenas too, which any child
+ * writes before it execs, so hpctl warns when the pool has less than two
+ * arenas free (pool_warning); without either option, HP_MALLOC_POOL in the
+ * environment counts as the option it names; a backend that only a pool has
+ * needs one of them, a page size that only a pool has needs --pool=all, as
+ * the arenas are asked for it too; HP_STACKS for --stacks: thread stacks
+ * from hp_stack_create), and with --report prints
  * a line per process to stderr when the command has exited: what its malloc
  * served from which backend and how much of it was huge, as libhp-malloc
  * measured in the process's smaps at exit, with its peak RSS
@@ -30,6 +34,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +48,7 @@ enum { RUN_CANNOT_START = 125, RUN_CANNOT_EXEC = 126, RUN_NOT_FOUND = 127 };
 
 static int run_usage(void)
 {
-    fprintf(stderr, "usage: hpctl run [--backend NAME] [--page-size SIZE] [--pool] "
+    fprintf(stderr, "usage: hpctl run [--backend NAME] [--page-size SIZE] [--pool[=all]] "
                     "[--stacks lean|huge] [--report] [--report-json FILE] [--] CMD [ARGS...]\n");
     return HPCTL_USAGE;
 }
@@ -129,6 +134,55 @@ static int unpooled_size(uint64_t ps)
             return 1;
     }
     return 0;
+}
+
+/* HP_MALLOC_POOL's values: what the pool may serve. */
+enum { POOL_OFF, POOL_LARGE, POOL_ALL };
+
+static int pool_env(void)
+{
+    const char *v = getenv("HP_MALLOC_POOL");
+    if (!v)
+        return POOL_OFF;
+    if (!strcmp(v, "all"))
+        return POOL_ALL;
+    return !strcmp(v, "1") || !strcmp(v, "on") ? POOL_LARGE : POOL_OFF;
+}
+
+/* Under --pool=all a fork child's first write to an arena page needs a free
+ * page of the pool it came from (Documentation/mm/hugetlbfs_reserv.rst;
+ * unmap_ref_private in mm/hugetlb.c), and a shell or xargs writes its heap
+ * between fork and exec. The first arena (HP_MALLOC_ARENA, 64 MiB by
+ * default) takes one arena of the pool whole, so that much again must stay
+ * free for the copies: warn when a pool the arenas may use (page size ps,
+ * 0: any, no larger than the arena) has free pages but fewer free bytes
+ * than two arenas. */
+static void pool_warning(uint64_t ps)
+{
+    uint64_t arena = (uint64_t)64 << 20, best_ps = 0, best = 0;
+    const char *env = getenv("HP_MALLOC_ARENA");
+    if (env && parse_size(env, &arena))
+        arena = (uint64_t)64 << 20;  /* libhp-malloc uses its default and says so */
+    int32_t n = hp_backend_count();
+    for (int32_t i = 0; i < n; i++) {
+        struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+        if (hp_backend_get((uint32_t)i, &bi) != HP_OK || !bi.available)
+            continue;
+        for (uint32_t k = 0; k < bi.n_page_sizes && k < HP_MAX_PAGE_SIZES; k++) {
+            uint64_t p = bi.page_sizes[k], fr = bi.pool_free[k];
+            if (fr == UINT64_MAX || fr == 0 || p > arena || (ps && p != ps))
+                continue;
+            if (fr * p > best) {
+                best = fr * p;
+                best_ps = p;
+            }
+        }
+    }
+    if (best && best < 2 * arena)
+        fprintf(stderr, "hpctl run: warning: --pool=all: the %" PRIu64 " MiB hugetlb pool has %"
+                PRIu64 " free pages, fewer than two %" PRIu64 " MiB arenas (%" PRIu64 "): a child "
+                "that writes its heap before exec may die of SIGBUS (--pool keeps arenas off the "
+                "pool)\n", best_ps >> 20, best / best_ps, arena >> 20, 2 * arena / best_ps);
 }
 
 /* What one process wrote to the report file. */
@@ -335,7 +389,9 @@ int hpctl_run(int argc, char **argv)
         if (!strcmp(argv[i], "--report"))
             report = 1;
         else if (!strcmp(argv[i], "--pool"))
-            pool = 1;
+            pool = POOL_LARGE;
+        else if (!strcmp(argv[i], "--pool=all"))
+            pool = POOL_ALL;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];
         else if (!strcmp(argv[i], "--page-size") && i + 1 < argc)
@@ -353,10 +409,10 @@ int hpctl_run(int argc, char **argv)
     }
     if (i >= argc)
         return hpctl_bad("run", "a command to run is required"), run_usage();
-    /* HP_MALLOC_POOL=1 inherited from the environment means --pool. */
-    const char *env_pool = getenv("HP_MALLOC_POOL");
-    if (env_pool && (!strcmp(env_pool, "1") || !strcmp(env_pool, "on")))
-        pool = 1;
+    /* Without the option, HP_MALLOC_POOL inherited from the environment
+     * counts as the option it names. */
+    if (!pool)
+        pool = pool_env();
     int known = backend ? known_backend(backend) : 1;
     if (!known) {
         fprintf(stderr, "hpctl run: unknown backend \"%s\" (hpctl status lists them)\n", backend);
@@ -364,7 +420,8 @@ int hpctl_run(int argc, char **argv)
     }
     if (known == 2 && !pool) {
         fprintf(stderr, "hpctl run: backend \"%s\" serves only from a hugetlb pool: add --pool "
-                        "(a fork child then needs free pool pages to write what it inherited)\n",
+                        "(large blocks from it; a fork child then needs free pool pages to write "
+                        "them) or --pool=all (arenas too)\n",
                 backend);
         return 2;
     }
@@ -374,9 +431,10 @@ int hpctl_run(int argc, char **argv)
                         "(K/M/G suffix)\n", page_size);
         return 2;
     }
-    if (page_size && !pool && !unpooled_size(ps)) {
-        fprintf(stderr, "hpctl run: no backend offers %s pages outside a hugetlb pool: add --pool "
-                        "(a fork child then needs free pool pages to write what it inherited)\n",
+    if (page_size && pool != POOL_ALL && !unpooled_size(ps)) {
+        fprintf(stderr, "hpctl run: no backend offers %s pages outside a hugetlb pool, and the "
+                        "arenas are asked for them too: add --pool=all (a fork child then needs "
+                        "free pool pages to write what it inherited)\n",
                 page_size);
         return 2;
     }
@@ -403,7 +461,9 @@ int hpctl_run(int argc, char **argv)
     if (page_size)
         setenv("HP_MALLOC_PAGE_SIZE", page_size, 1);
     if (pool)
-        setenv("HP_MALLOC_POOL", "1", 1);
+        setenv("HP_MALLOC_POOL", pool == POOL_ALL ? "all" : "1", 1);
+    if (pool == POOL_ALL)
+        pool_warning(ps);
     if (stacks)
         setenv("HP_STACKS", stacks, 1);
     if (report_json) {

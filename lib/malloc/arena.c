@@ -120,7 +120,7 @@ static void *from_libhp(size_t *len, size_t min_len, char *backend, size_t backe
      * them before the hole is made. */
     (void)hp_backend_count();
     char *r = fences_set(want, &hole);
-    char *p = hp_alloc(want, hpm_opt.hp_flags);
+    char *p = hp_alloc(want, hpm_opt.arena_flags);
     if (r)
         fences_drop(r, want, hole);
     if (!p)
@@ -133,13 +133,13 @@ static void *from_libhp(size_t *len, size_t min_len, char *backend, size_t backe
          * in place); the head stays mapped, unused. */
         hp_free(p);
         want = *len + HPM_SEGMENT;
-        p = hp_alloc(want, hpm_opt.hp_flags);
+        p = hp_alloc(want, hpm_opt.arena_flags);
         if (!p)
             return refused(), NULL;
         a = align_up((uintptr_t)p, HPM_SEGMENT);
         size_t keep = (size_t)(a - (uintptr_t)p) + *len;
         if (keep < want) {
-            char *q = hp_realloc(p, keep, HP_F_NOZERO | hpm_opt.hp_flags);
+            char *q = hp_realloc(p, keep, HP_F_NOZERO | hpm_opt.arena_flags);
             if (q && q != p) {  /* moved after all: realign inside what it kept */
                 p = q;
                 a = align_up((uintptr_t)p, HPM_SEGMENT);

@@ -28,12 +28,16 @@ struct hpm_options {
     size_t arena_min;        /* HP_MALLOC_ARENA: first arena size; later ones a quarter
                                 of all arenas so far, at least this */
     int stats;               /* HP_MALLOC_STATS: 0 off, 1 table, 2 one line */
-    uint64_t hp_flags;       /* added to every hp_alloc/hp_realloc: HP_MALLOC_PAGE_SIZE as
-                                hp_page_size_flag() (or 0), and HP_F_NOPOOL unless
-                                HP_MALLOC_POOL=1 */
-    int pool;                /* HP_MALLOC_POOL: 1 lets the hugetlb pool serve */
+    uint64_t large_flags;    /* added to every large block's hp_alloc/hp_realloc:
+                                HP_MALLOC_PAGE_SIZE as hp_page_size_flag() (or 0), and
+                                HP_F_NOPOOL with HPM_POOL_OFF */
+    uint64_t arena_flags;    /* the same for arenas: HP_F_NOPOOL unless HPM_POOL_ALL */
+    int pool;                /* HP_MALLOC_POOL: one of the below */
     const char *stats_path;  /* HP_MALLOC_STATS_FILE, or NULL for stderr */
 };
+/* What the hugetlb pool may serve (HP_MALLOC_POOL): nothing ("0"), large
+ * blocks ("1"), or large blocks, arenas and HP_STACKS=huge stacks ("all"). */
+enum { HPM_POOL_OFF, HPM_POOL_LARGE, HPM_POOL_ALL };
 extern struct hpm_options hpm_opt;
 /* 0 until initialised, then hpm_opt.large_min: the fast paths serve
  * n < hpm_fast_max, one compare against memory. A variable of its own (not

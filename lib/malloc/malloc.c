@@ -93,7 +93,7 @@ static void *mi_any(size_t n, size_t align, int zero)
 static void *large_alloc(size_t n, int zero)
 {
     hpm_busy++;
-    void *p = hp_alloc(n, (zero ? 0 : HP_F_NOZERO) | hpm_opt.hp_flags);
+    void *p = hp_alloc(n, (zero ? 0 : HP_F_NOZERO) | hpm_opt.large_flags);
     hpm_busy--;
     if (p)
         hpm_large_account(n);
@@ -275,7 +275,7 @@ static void *realloc_large(void *p, size_t n)
     int saved = errno;
     if (n >= hpm_opt.large_min / 2) {
         hpm_busy++;
-        void *q = hp_realloc(p, n, HP_F_NOZERO | hpm_opt.hp_flags);
+        void *q = hp_realloc(p, n, HP_F_NOZERO | hpm_opt.large_flags);
         int32_t err = q ? HP_OK : hp_last_error();
         hpm_busy--;
         if (q) {

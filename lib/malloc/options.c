@@ -99,13 +99,13 @@ static int set_page_size(const char *s)
     size_t v;
     if (parse_size(s, &v) || !hp_page_size_flag(v))
         return -1;
-    hpm_opt.hp_flags = hp_page_size_flag(v);
+    hpm_opt.large_flags = hpm_opt.arena_flags = hp_page_size_flag(v);
     return 0;
 }
 
 static int set_pool(const char *s)
 {
-    int v = parse_switch(s);
+    int v = strcmp(s, "all") ? parse_switch(s) : HPM_POOL_ALL;
     if (v < 0)
         return -1;
     hpm_opt.pool = v;
@@ -130,7 +130,8 @@ static const struct {
     {"HP_MALLOC_STATS", set_stats, "0, 1 (table at exit) or line (one line at exit)"},
     {"HP_MALLOC_STATS_FILE", set_stats_file, "an absolute path the stats are appended to"},
     {"HP_MALLOC_PAGE_SIZE", set_page_size, "a power of two from 4K (K/M/G suffix)"},
-    {"HP_MALLOC_POOL", set_pool, "0 or off (never the hugetlb pool; default), 1 or on"},
+    {"HP_MALLOC_POOL", set_pool,
+     "0 or off (never the hugetlb pool; default), 1 or on (large blocks), all (arenas too)"},
 };
 
 void hpm_options_init(void)
@@ -144,7 +145,12 @@ void hpm_options_init(void)
     /* A private hugetlb page that exists at fork() needs a free pool page
      * when either process writes it, or the write is SIGBUS (hp/alloc.h;
      * Documentation/mm/hugetlbfs_reserv.rst). Unmodified programs fork
-     * without knowing that, so the pool serves them only when asked. */
-    if (!hpm_opt.pool)
-        hpm_opt.hp_flags |= HP_F_NOPOOL;
+     * without knowing that, so the pool serves them only when asked. A
+     * child writes the arenas before it execs (malloc's own page lists, a
+     * shell's variables), so asking for the pool gives it large blocks
+     * only; arenas too only when asked for all. */
+    if (hpm_opt.pool == HPM_POOL_OFF)
+        hpm_opt.large_flags |= HP_F_NOPOOL;
+    if (hpm_opt.pool != HPM_POOL_ALL)
+        hpm_opt.arena_flags |= HP_F_NOPOOL;
 }

@@ -6,7 +6,7 @@
  * hp_stack_create_ex (include/hp/stack.h):
  *   lean  HP_STACK_LEAN: never on huge pages, whatever THP says;
  *   huge  HP_STACK_THP first (no hugetlb fork hazard), else, with
- *         HP_MALLOC_POOL=1 only, HP_STACK_HUGE with HP_STACK_ALLOW_LEAN
+ *         HP_MALLOC_POOL=all only, HP_STACK_HUGE with HP_STACK_ALLOW_LEAN
  *         (the hugetlb pool, else lean), else lean.
  * Its size is the attribute's stack size, or glibc's default for new
  * threads (pthread_getattr_default_np: RLIMIT_STACK at start-up, as glibc
@@ -269,8 +269,9 @@ static struct hp_stack *make_stack(size_t size, size_t guard)
     struct hp_stack *s = hp_stack_create_ex(size, &o);
     if (!s && mode == STACKS_HUGE && hp_last_error() == HP_ENOHUGE) {
         /* A thread that forks writes its stack in the child at once: pool
-         * pages only when HP_MALLOC_POOL allows them. */
-        o.flags = hpm_opt.pool ? HP_STACK_HUGE | HP_STACK_ALLOW_LEAN : HP_STACK_LEAN;
+         * pages only when HP_MALLOC_POOL=all allows them. */
+        o.flags = hpm_opt.pool == HPM_POOL_ALL ? HP_STACK_HUGE | HP_STACK_ALLOW_LEAN
+                                               : HP_STACK_LEAN;
         s = hp_stack_create_ex(size, &o);
     }
     hpm_busy--;

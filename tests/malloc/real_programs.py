@@ -8,7 +8,7 @@ must show huge pages.
 
 Reserves a small 2 MiB hugetlb pool under the machine-wide knob lock and
 restores it on exit: by default the programs must leave it alone (their
-huge pages are THP), and under `hpctl run --pool` their arenas come from it;
+huge pages are THP), and under `hpctl run --pool=all` their arenas come from it;
 then also checks that invalid HP_* values leave the program running with
 one warning.
 TAP output. Skips (exit 77) when not root or without a 2 MiB pool.
@@ -103,8 +103,8 @@ def compare(tap, name, argv, hpctl, stdin_path=None, need_huge=True, pool=False)
             if stdin_path:
                 fin.close()
     plain = go([])
-    hp = go([hpctl, "run", "--report"] + (["--pool"] if pool else []) + ["--"])
-    name += " (--pool)" if pool else ""
+    hp = go([hpctl, "run", "--report"] + (["--pool=all"] if pool else []) + ["--"])
+    name += " (--pool=all)" if pool else ""
     tap.ok(plain.returncode == 0 and hp.returncode == 0, f"{name}: exits 0 with and without",
            f"rc {plain.returncode}/{hp.returncode}: {hp.stderr[-300:]!r}")
     tap.ok(plain.stdout == hp.stdout and len(plain.stdout) > 0, f"{name}: same output",
@@ -179,11 +179,16 @@ def main():
             r = run([hpctl, "run", "--backend", "hugetlbfs", "--", "true"])
             tap.ok(r.returncode == 2 and b"--pool" in r.stderr,
                    "hpctl run --backend hugetlbfs without --pool: exit 2, says why", repr(r.stderr))
-            r = run([hpctl, "run", "--backend", "hugetlbfs", "--pool", "--report", "--",
+            r = run([hpctl, "run", "--backend", "hugetlbfs", "--pool=all", "--report", "--",
                      mt_cxx, "2", "1000"])
             tap.ok(r.returncode == 0 and b"arenas hugetlbfs/2M" in r.stderr,
-                   "hpctl run --backend hugetlbfs --pool: the arenas come from the pool",
+                   "hpctl run --backend hugetlbfs --pool=all: the arenas come from the pool",
                    repr(r.stderr[-300:]))
+            r = run([hpctl, "run", "--backend", "hugetlbfs", "--pool", "--report", "--",
+                     mt_cxx, "2", "1000"])
+            tap.ok(r.returncode == 0 and b"arenas fallback/4K" in r.stderr,
+                   "hpctl run --backend hugetlbfs --pool: the arenas stay off the pool "
+                   "(base pages: the backend list is hugetlbfs,fallback)", repr(r.stderr[-300:]))
 
             have_numpy = run([PY, "-c", "import numpy"]).returncode == 0
             if have_numpy:

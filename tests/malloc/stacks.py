@@ -18,8 +18,8 @@
 - an invalid HP_STACKS: one warning, the program runs on glibc's stacks;
 - huge without THP (the program runs with PR_SET_THP_DISABLE) while the
   hugetlb pool has free pages: the stacks stay off the pool (lean) unless
-  --pool allows it, since a thread that forks writes its stack in the
-  child at once. Reserves a small pool under the machine-wide knob lock
+  --pool=all allows it (--pool, large blocks only, does not), since a
+  thread that forks writes its stack in the child at once. Reserves a small pool under the machine-wide knob lock
   and puts it back.
 
 THP must be able to serve for the huge case (enabled = always or madvise);
@@ -52,7 +52,7 @@ def run(argv, env=None, no_thp=False):
 
 def huge_without_thp(tap, hp, prog):
     """HP_STACKS=huge with THP disabled and pool pages free: lean stacks,
-    or pool stacks only under --pool."""
+    or pool stacks only under --pool=all."""
     name = "huge without THP"
     if os.geteuid() != 0 or not os.path.exists(POOL):
         tap.skip(name, "needs root and a 2 MiB hugetlb pool")
@@ -61,20 +61,19 @@ def huge_without_thp(tap, hp, prog):
         if int(open(FREE).read()) < THREADS:
             tap.skip(name, f"the pool did not grow: {open(FREE).read().strip()} pages free")
             return
-        for pool in (False, True):
-            argv = hp + (["--pool"] if pool else []) + ["--stacks", "huge", "--", prog,
-                                                       "stacks", str(THREADS)]
+        for pool in ([], ["--pool"], ["--pool=all"]):
+            argv = hp + pool + ["--stacks", "huge", "--", prog, "stacks", str(THREADS)]
             r = run(argv, no_thp=True)
             f = fields(r.stdout)
             made = r.returncode == 0 and f.get("hp_stacks", 0) >= THREADS
-            if pool:
+            if pool == ["--pool=all"]:
                 tap.ok(made and f.get("huge_kb", 0) >= 2048 * THREADS // 2,
-                       f"{name}, --pool: {f.get('huge_kb')} kB of the stacks on pool pages",
+                       f"{name}, --pool=all: {f.get('huge_kb')} kB of the stacks on pool pages",
                        repr(r.stdout + r.stderr[-300:]))
             else:
                 tap.ok(made and f.get("huge_kb") == 0,
-                       f"{name}, pool free: libhp stacks, none on pool pages",
-                       repr(r.stdout + r.stderr[-300:]))
+                       f"{name}, pool free{', --pool' if pool else ''}: libhp stacks, "
+                       "none on pool pages", repr(r.stdout + r.stderr[-300:]))
 
 
 def fields(out):
@@ -116,7 +115,7 @@ def main():
     for mode in ("lean", "huge"):
         if mode == "huge" and thp_mode() not in ("always", "madvise"):
             tap.skip("huge stacks", f"THP enabled is {thp_mode()}: huge stacks would be lean "
-                     "(or from the hugetlb pool under --pool), not measured here")
+                     "(or from the hugetlb pool under --pool=all), not measured here")
             continue
         r = run(hp + ["--stacks", mode, "--", prog, "stacks", str(THREADS)])
         f = fields(r.stdout)
