@@ -37,9 +37,10 @@ SCRUB = ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES", "MIMALLOC_LARGE_OS_PAGES
 def configs(build, proto):
     hpm = os.path.join(build, "lib/malloc/libhp-malloc.so")
     hp_env = {"LD_PRELOAD": hpm, "HP_BACKEND_DIR": os.path.join(build, "backends")}
-    # The default (no pool pages: fork-safe) and hpctl run --pool.
+    # The default (no pool pages: fork-safe) and hpctl run --pool=all (arenas and large
+    # blocks on the pool: the same pool pages as the peers that use it).
     rows = [("libhp-malloc", hp_env),
-            ("libhp-malloc --pool", dict(hp_env, HP_MALLOC_POOL="1"))]
+            ("libhp-malloc --pool=all", dict(hp_env, HP_MALLOC_POOL="all"))]
     if proto:
         rows.append(("jemalloc + libhp extent hooks (prototype)",
                      {"LD_PRELOAD": os.path.join(build, "bench/malloc/proto_jemalloc.so") +
@@ -138,7 +139,7 @@ def paired(mine, other):
 def report_loop(rows, res, out):
     """bench_umap's inner loop (inserts + lookups, timed in the program)."""
     print("\n| configuration | inner loop s (min-max) | inserts s | lookups s | "
-          "loop / libhp-malloc (paired median) | loop / libhp-malloc --pool (paired median) |",
+          "loop / libhp-malloc (paired median) | loop / libhp-malloc --pool=all (paired median) |",
           file=out)
     print("| --- | --- | --- | --- | --- | --- |", file=out)
     loops = {c: [r["walls"]["loop"] for r in res[c]] for c, _ in rows}
@@ -146,7 +147,7 @@ def report_loop(rows, res, out):
         lw = loops[cname]
         med = lambda k: statistics.median(r["walls"][k] for r in res[cname])
         vs = [f"{paired(loops[m], lw):.2f}x" if m in loops else "-"
-              for m in ("libhp-malloc", "libhp-malloc --pool")]
+              for m in ("libhp-malloc", "libhp-malloc --pool=all")]
         print(f"| {cname} | {statistics.median(lw):.3f} ({min(lw):.3f}-{max(lw):.3f}) | "
               f"{med('inserts'):.3f} | {med('lookups'):.3f} | {vs[0]} | {vs[1]} |", file=out)
 

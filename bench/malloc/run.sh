@@ -3,7 +3,8 @@
 #
 # Root only. Builds the benchmark programs if needed; holds the heavy-job
 # and knob locks for the whole run and reserves the 2 MiB hugetlb pool
-# (used by glibc hugetlb=2, mimalloc large pages and libhp-malloc alike)
+# (used by glibc hugetlb=2, mimalloc large pages and libhp-malloc with
+# HP_MALLOC_POOL=all alike: arenas and large blocks on the same pool pages)
 # through bench/common/pool.sh, which puts it back afterwards. THP knobs are
 # left as they are and printed. Report: stdout and
 # BUILD_DIR/bench-malloc.md; every measurement: BUILD_DIR/bench-malloc.json.

@@ -20,10 +20,10 @@ rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 7
 sizes_prog = os.path.join(build, "bench/malloc/bench_sizes")
 loop = [os.path.join(build, "bench/realloc/realloc_loop_libc"), "2", "4"]
 thresholds = ["256K", "1M", "2M", "4M", "8M", "16M"]
-# The pool serves (hpctl run --pool), as when the threshold table in
-# README.md was measured.
+# The pool serves arenas and large blocks alike (hpctl run --pool=all), as
+# when the threshold table in README.md was measured.
 base = {"LD_PRELOAD": os.path.join(build, "lib/malloc/libhp-malloc.so"),
-        "HP_BACKEND_PATH": os.path.join(build, "backends"), "HP_MALLOC_POOL": "1"}
+        "HP_BACKEND_PATH": os.path.join(build, "backends"), "HP_MALLOC_POOL": "all"}
 
 
 def env_for(t):
