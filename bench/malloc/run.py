@@ -143,11 +143,14 @@ def report_loop(rows, res, out):
           file=out)
     print("| --- | --- | --- | --- | --- | --- |", file=out)
     loops = {c: [r["walls"]["loop"] for r in res[c]] for c, _ in rows}
+    # Kept runs from before HP_MALLOC_POOL=all named the same configuration "--pool".
+    pool = next((m for m in ("libhp-malloc --pool=all", "libhp-malloc --pool") if m in loops),
+                "libhp-malloc --pool=all")
     for cname, _ in rows:
         lw = loops[cname]
         med = lambda k: statistics.median(r["walls"][k] for r in res[cname])
         vs = [f"{paired(loops[m], lw):.2f}x" if m in loops else "-"
-              for m in ("libhp-malloc", "libhp-malloc --pool=all")]
+              for m in ("libhp-malloc", pool)]
         print(f"| {cname} | {statistics.median(lw):.3f} ({min(lw):.3f}-{max(lw):.3f}) | "
               f"{med('inserts'):.3f} | {med('lookups'):.3f} | {vs[0]} | {vs[1]} |", file=out)
 
