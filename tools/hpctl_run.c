@@ -34,7 +34,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,10 +178,11 @@ static void pool_warning(uint64_t ps)
         }
     }
     if (best && best < 2 * arena)
-        fprintf(stderr, "hpctl run: warning: --pool=all: the %" PRIu64 " MiB hugetlb pool has %"
-                PRIu64 " free pages, fewer than two %" PRIu64 " MiB arenas (%" PRIu64 "): a child "
-                "that writes its heap before exec may die of SIGBUS (--pool keeps arenas off the "
-                "pool)\n", best_ps >> 20, best / best_ps, arena >> 20, 2 * arena / best_ps);
+        fprintf(stderr, "hpctl run: warning: --pool=all: the %llu MiB hugetlb pool has %llu free "
+                "pages, fewer than two %llu MiB arenas (%llu): a child that writes its heap "
+                "before exec may die of SIGBUS (--pool keeps arenas off the pool)\n",
+                (unsigned long long)(best_ps >> 20), (unsigned long long)(best / best_ps),
+                (unsigned long long)(arena >> 20), (unsigned long long)(2 * arena / best_ps));
 }
 
 /* What one process wrote to the report file. */

@@ -233,7 +233,7 @@ T = [
      ("run", "--stacks", "x", "true"), None, 2),
     ('hpctl run: backend "<name>" serves only from a hugetlb pool: add --pool',
      ("run", "--backend", "hugetlbfs", "true"), None, 2),
-    ("hpctl run: no backend offers <size> pages outside a hugetlb pool: add --pool",
+    ("hpctl run: no backend offers <size> pages outside a hugetlb pool, and the arenas",
      ("run", "--page-size", "1G", "true"), None, 2),
     ("hpctl run: libhp-malloc.so not found in the build tree or in <libdir>",
      ("run", "true"), {"HP_MALLOC_LIBRARY": "/nonexistent/libhp-malloc.so"}, 125),
@@ -282,6 +282,10 @@ UNPROVOKED = {
     "hpctl run: cannot set LD_PRELOAD: <error>": "malloc or setenv failing",
     "hpctl run: cannot create the report file: <error>": "a /tmp that cannot be written",
     "hpctl run: fork: <error>": "fork failing",
+    "hpctl run: warning: --pool=all: the <size> MiB hugetlb pool has <n> free pages, fewer than "
+    "two <size> MiB arenas (<n>): a child that writes its heap before exec may die of SIGBUS "
+    "(--pool keeps arenas off the pool)": "a hugetlb pool with fewer free pages than two "
+    "arenas: tests/malloc/pool_fork.py sets one (32 pages) and checks the warning",
     "hpctl run: pid <pid> (<command>) did not load libhp-malloc (statically linked, or setuid): "
     "nothing to report for it": "a static program: check-run.py runs one where the machine "
                                 "has it (ldconfig)",
