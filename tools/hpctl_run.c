@@ -25,7 +25,7 @@
  * could not start it (no libhp-malloc.so, no report file), 2 for a bad
  * command line: as env(1) and timeout(1) do.
  *
- * The library is found at HP_MALLOC_LIBRARY if set, else in lib/malloc/ of
+ * The library is found at HP_MALLOC_LIBRARY if set, else in bindings/malloc/ of
  * the build tree this hpctl runs from, else in the installed libdir.
  */
 #include "hpctl.h"
@@ -59,7 +59,7 @@ static int readable_file(const char *path)
 }
 
 /* Where libhp-malloc.so is: HP_MALLOC_LIBRARY; else the build tree's
- * lib/malloc/ when this hpctl runs from a build tree (tools/hpctl); else
+ * bindings/malloc/ when this hpctl runs from a build tree (tools/hpctl); else
  * the installed library directory, beside libhp.so.1 (HPCTL_LIBDIR, set at
  * build time: hpctl links the core statically, so no loaded libhp.so.1 can
  * tell where that is). Returns 0 and fills out, or -1. */
@@ -79,7 +79,7 @@ static int find_library(char *out, size_t cap)
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = '\0';
-            int len = snprintf(out, cap, "%s/../lib/malloc/libhp-malloc.so", exe);
+            int len = snprintf(out, cap, "%s/../bindings/malloc/libhp-malloc.so", exe);
             if (len > 0 && (size_t)len < cap && readable_file(out))
                 return 0;
         }

@@ -11,11 +11,11 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd) || exit 1
-ninja -C "$build" lib/malloc/libhp-malloc.so bench/malloc/bench_calls >/dev/null || exit 1
+ninja -C "$build" bindings/malloc/libhp-malloc.so bench/malloc/bench_calls >/dev/null || exit 1
 lib=/usr/lib/x86_64-linux-gnu
 prog=$build/bench/malloc/bench_calls
 names="malloc+free malloc+free-churn calloc+free realloc memalign+free posix_memalign+free aligned_alloc+free malloc_usable_size new+delete new+sized-delete"
-configs=("libhp-malloc|$build/lib/malloc/libhp-malloc.so" "glibc|" "jemalloc|$lib/libjemalloc.so.2"
+configs=("libhp-malloc|$build/bindings/malloc/libhp-malloc.so" "glibc|" "jemalloc|$lib/libjemalloc.so.2"
          "tcmalloc|$lib/libtcmalloc_minimal.so.4" "mimalloc|$lib/libmimalloc.so.2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -35,7 +35,7 @@ SCRUB = ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES", "MIMALLOC_LARGE_OS_PAGES
 
 
 def configs(build, proto):
-    hpm = os.path.join(build, "lib/malloc/libhp-malloc.so")
+    hpm = os.path.join(build, "bindings/malloc/libhp-malloc.so")
     hp_env = {"LD_PRELOAD": hpm, "HP_BACKEND_DIR": os.path.join(build, "backends")}
     # The default (no pool pages: fork-safe) and hpctl run --pool=all (arenas and large
     # blocks on the pool: the same pool pages as the peers that use it).

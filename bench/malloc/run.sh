@@ -15,7 +15,7 @@ build=${1:-$src/build}
 [ $# -gt 0 ] && shift
 build=$(cd "$build" && pwd) || exit 1
 [ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (hugetlb pool)" >&2; exit 1; }
-ninja -C "$build" lib/malloc/libhp-malloc.so bench/malloc/bench_umap bench/malloc/bench_mixed \
+ninja -C "$build" bindings/malloc/libhp-malloc.so bench/malloc/bench_umap bench/malloc/bench_mixed \
   bench/malloc/bench_calls bench/malloc/bench_warm \
   bench/malloc/bench_sizes bench/malloc/bench_threads bench/malloc/proto_jemalloc.so \
   bench/realloc/realloc_loop_libc \

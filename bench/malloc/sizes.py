@@ -22,7 +22,7 @@ loop = [os.path.join(build, "bench/realloc/realloc_loop_libc"), "2", "4"]
 thresholds = ["256K", "1M", "2M", "4M", "8M", "16M"]
 # The pool serves arenas and large blocks alike (hpctl run --pool=all), as
 # when the threshold table in README.md was measured.
-base = {"LD_PRELOAD": os.path.join(build, "lib/malloc/libhp-malloc.so"),
+base = {"LD_PRELOAD": os.path.join(build, "bindings/malloc/libhp-malloc.so"),
         "HP_BACKEND_PATH": os.path.join(build, "backends"), "HP_MALLOC_POOL": "all"}
 
 

@@ -17,7 +17,7 @@ import sys
 build = os.path.abspath(sys.argv[1])
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 11
 prog = os.path.join(build, "bench/malloc/bench_threads")
-hpm = {"LD_PRELOAD": os.path.join(build, "lib/malloc/libhp-malloc.so"),
+hpm = {"LD_PRELOAD": os.path.join(build, "bindings/malloc/libhp-malloc.so"),
        "HP_BACKEND_PATH": os.path.join(build, "backends")}
 configs = [("glibc stacks (no preload)", {}),
            ("libhp-malloc, HP_STACKS unset", dict(hpm)),

@@ -2,7 +2,7 @@
 """Keep docs/architecture.md true: every #include "..." of lib/ goes to the
 same layer or a lower one, no two files include each other (directly or in a
 loop), every file of lib/ is placed, each listed exception still exists, and
-lib/malloc/ includes only the public headers and its own. TAP output."""
+bindings/malloc/ (libhp-malloc) includes only the public headers and its own. TAP output."""
 import os
 import re
 import sys
@@ -96,14 +96,14 @@ for m in sorted(edges):
 check(not loops, "no two files include each other, directly or in a loop"
       + (": " + "; ".join(loops) if loops else ""))
 
-mdir = os.path.join(lib, "malloc")
+mdir = os.path.join(src, "bindings", "malloc")
 bad = []
 for f in sorted(os.listdir(mdir)):
     if f.endswith((".c", ".h")):
         for h in re.findall(r'^#include "([^"]+)"', open(os.path.join(mdir, f)).read(), re.M):
             if h not in ("hpm.h", "hp.h") and not h.startswith("hp/"):
                 bad.append(f"{f} includes {h}")
-check(not bad, "lib/malloc/ includes only the public headers and hpm.h"
+check(not bad, "bindings/malloc/ includes only the public headers and hpm.h"
       + (": " + "; ".join(bad) if bad else ""))
 
 print(f"1..{len(results)}")
