@@ -182,13 +182,22 @@ fn split_top_level(s: &str) -> Vec<&str> {
 /// `pub struct name { pub a: T, ... }` items of bindings.rs: name -> fields.
 /// Opaque structs (bindgen's `_unused: [u8; 0]`, no public field) have none.
 fn declared_structs() -> BTreeMap<String, Vec<String>> {
+    // One field per line: bindgen puts `#[doc = "..."]` attributes (whose
+    // text may hold ',' or '}') on lines of their own above each field.
     let mut out = BTreeMap::new();
-    for item in BINDINGS_RS.split("pub struct ").skip(1) {
-        let (name, body) = item.split_once('{').unwrap();
-        let body = body.split('}').next().unwrap();
-        let fields = body
-            .split(',')
-            .filter_map(|f| f.trim().strip_prefix("pub "))
+    let mut lines = BINDINGS_RS.lines();
+    while let Some(line) = lines.next() {
+        let Some(rest) = line.trim().strip_prefix("pub struct ") else {
+            continue;
+        };
+        let Some((name, _)) = rest.split_once('{') else {
+            continue;
+        };
+        let fields = lines
+            .by_ref()
+            .map(str::trim)
+            .take_while(|l| *l != "}")
+            .filter_map(|l| l.strip_prefix("pub "))
             .map(|f| f.split(':').next().unwrap().trim().to_string())
             .collect();
         out.insert(name.trim().to_string(), fields);
