@@ -89,6 +89,8 @@ static const char *mapping_fault(const struct hp_mapping *m, uint64_t len, uint6
         return "len shorter than requested";
     if (m->map_len < m->len || a < ma || a - ma > m->map_len - m->len)
         return "addr and len not inside map_addr and map_len";
+    if (m->map_len > UINTPTR_MAX - ma)
+        return "map_addr + map_len wraps past the end of the address space";
     if (a - ma < guard)
         return "guard not inside the mapping";
     uint64_t committed = m->committed ? m->committed : m->len;
@@ -150,6 +152,14 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
      * owner); a block being resized in another thread is not counted, its
      * record may name a range mremap has already vacated. */
     if (!b->own) {
+        /* Everything unmap releases must be this mapping's (hp/backend.h,
+         * struct hp_mapping): a map_len that runs over holes reaches memory
+         * the plugin never mapped, which an unmap would take from its
+         * owner, so the result is left alone. */
+        if (hp_os_check_mapped(m->map_addr, m->map_len) != 0)
+            return hp_fail(HP_EBACKEND, "backend %s returned a mapping with unmapped address "
+                           "space in it (map_addr %p, map_len %llu), which is left alone",
+                           b->name, m->map_addr, (unsigned long long)m->map_len);
         if (others_memory(m->map_addr, m->map_len, NULL, 1))
             return hp_fail(HP_EBACKEND, "backend %s returned memory of another block, stack or "
                            "cached range (%p, %llu bytes), which is left alone", b->name,
@@ -397,8 +407,17 @@ static int32_t advise(struct hp_block *blk, uint64_t flags)
     int (*op)(void *, const struct hp_mapping *, uint64_t) = HP_OP(blk->backend->ops, advise);
     if (!op || !(flags & (HP_F_POPULATE | HP_F_COLLAPSE)))
         return HP_OK;
-    return hp_backend_status(blk->backend, "advise",
-                             op(blk->backend->self, &blk->m, flags & (HP_F_POPULATE | HP_F_COLLAPSE)));
+    int32_t rc = hp_backend_status(blk->backend, "advise",
+                                   op(blk->backend->self, &blk->m,
+                                      flags & (HP_F_POPULATE | HP_F_COLLAPSE)));
+    /* A plugin's advise checked like its map: the block must still be
+     * readable and writable (given back where the pages are still there). */
+    if (rc == HP_OK && !blk->backend->own && hp_os_check_rw(blk->m.addr, blk->m.len) != 0) {
+        hp_os_protect(blk->m.addr, blk->m.len, PROT_READ | PROT_WRITE);
+        rc = hp_fail(HP_EBACKEND, "backend %s: advise left %p (%llu bytes) not readable and "
+                     "writable", blk->backend->name, blk->m.addr, (unsigned long long)blk->m.len);
+    }
+    return rc;
 }
 
 /* A block carved from the cache for candidate (b, page_size), or NULL. */
@@ -519,10 +538,20 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
 
 /* Unmap b and drop its record. If the kernel refuses (munmap can fail with
  * ENOMEM when splitting would pass vm.max_map_count), the record is kept
- * and the error returned, so the caller still owns a valid block. */
+ * and HP_EOS returned, so the caller still owns a valid block. An unmap
+ * that fails with the block's memory gone all the same (a broken plugin)
+ * leaves nothing to own: the record is dropped too, and HP_EBACKEND says
+ * so; a later hp_free of that address must not reach whatever is mapped
+ * there next. */
 static int32_t try_release(struct hp_block *b)
 {
     int rc = b->backend->ops->unmap(b->backend->self, &b->m);
+    if (rc != HP_OK && hp_os_check_mapped(b->m.addr, b->m.len) == -ENOMEM) {
+        rc = hp_fail(HP_EBACKEND, "backend %s: unmap of %p failed (%s) after unmapping it; "
+                     "the block is gone", b->backend->name, b->m.addr, hp_error_name(rc));
+        free(b);
+        return rc;
+    }
     if (rc != HP_OK)
         return hp_fail(HP_EOS, "backend %s could not unmap %p (%s); the block is still valid",
                        b->backend->name, b->m.addr, hp_error_name(rc));
@@ -537,10 +566,11 @@ static int32_t try_release(struct hp_block *b)
  * copied, a failed set-up); a refused unmap can only be logged. */
 static void release(struct hp_block *b)
 {
-    if (try_release(b) != HP_OK) {
+    int32_t rc = try_release(b);
+    if (rc != HP_OK)
         hp_log("%s", hp_last_error_detail());
+    if (rc == HP_EOS)
         free(b);
-    }
 }
 
 /* A block of a backend that claims a huge kind without having shown it
@@ -730,7 +760,7 @@ HP_EXTERN(int32_t) hp_free(void *p)
     if (!b)
         return pointer_error(code, p, "hp_free");
     int32_t rc = retire(b);
-    if (rc != HP_OK)
+    if (rc == HP_EOS)
         hp_registry_insert(b);  /* still the caller's: a later hp_free may succeed */
     return rc;
 }
@@ -1191,7 +1221,7 @@ HP_EXTERN(void *) hp_realloc(void *p, size_t new_size, uint64_t flags)
     memcpy(q, work.m.addr, work.m.len < new_size ? work.m.len : new_size);
     hp_registry_drop(b);
     *b = work;
-    if (dry || retire(b) != HP_OK)
+    if (dry || retire(b) == HP_EOS)
         release(b);  /* dry: its pool pages are wanted elsewhere, not cached */
     return q;
 }

@@ -309,7 +309,11 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
                  ops->name, winner->path ? winner->path : "?");
         return reject(b, "duplicate backend name %s", v);
     }
-    b->ops = ops;
+    memset(&b->ops_copy, 0, sizeof(b->ops_copy));
+    memcpy(&b->ops_copy, ops, ops->size < sizeof(b->ops_copy) ? ops->size : sizeof(b->ops_copy));
+    if (b->ops_copy.size > sizeof(b->ops_copy))
+        b->ops_copy.size = sizeof(b->ops_copy);
+    b->ops = ops = &b->ops_copy;
     b->kind = ops->kind;
     b->own = from_builtin_dir && is_builtin_name(ops->name);
     copy_printable(b->description, sizeof(b->description), ops->description);

@@ -29,7 +29,12 @@
 struct hp_backend {
     char name[32];
     char *path;                         /* the file as the directory lists it, or "builtin" */
-    const struct hp_backend_ops *ops;   /* never NULL in the table */
+    const struct hp_backend_ops *ops;   /* never NULL in the table: &ops_copy for a
+                                           loaded plugin */
+    struct hp_backend_ops ops_copy;     /* the plugin's descriptor as it was at load
+                                           (ops->size bytes of it, the rest zero): a
+                                           plugin that writes to its table later
+                                           changes nothing */
     void *self;                         /* the plugin's context from init, passed to
                                            every op */
     void *dl;                           /* dlopen handle, NULL if built in */

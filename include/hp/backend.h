@@ -249,8 +249,13 @@ struct hp_backend_caps {
  * align), the guard and len inside [map_addr, map_addr + map_len), len >= the
  * request's len, committed within the mapping); a mapping that breaks a rule
  * is unmapped with unmap and the request fails with HP_EBACKEND and a detail
- * naming the rule. For a plugin that is not one of libhp's own, the core
- * also refuses (HP_EBACKEND) a mapping that overlaps a live block, stack or
+ * naming the rule (a map_addr + map_len that wraps past the end of the
+ * address space is refused and left alone). For a plugin that is not one of
+ * libhp's own, the core also refuses, leaving it alone (no unmap: it may
+ * reach memory that is not the plugin's), a mapping whose
+ * [map_addr, map_addr + map_len) has unmapped address space in it; and it
+ * refuses
+ * (HP_EBACKEND) a mapping that overlaps a live block, stack or
  * cached range of libhp's (left alone, not unmapped: it is its owner's; a
  * block being resized in another thread at that moment is not counted) and
  * one whose [addr, addr + len) is not readable and writable (unmapped), and
@@ -260,9 +265,14 @@ struct hp_backend_caps {
  * block's pages without read and write access has it restored by the core
  * (logged under HP_DEBUG). The contents are not checked (reading every byte would
  * cost what the block saves): a plugin that hands out memory that is not
- * zero, or not private, breaks its callers' blocks without an error. The core then makes the guard PROT_NONE itself (one
- * mprotect, which changes nothing when the plugin did it), so a plugin that
- * forgot cannot leave a stack without its guard. Population: with HP_F_POPULATE in flags, map prefaults the
+ * zero, or not private, breaks its callers' blocks without an error; nor
+ * can the core tell memory the plugin mapped from memory of the program's
+ * that a plugin reports as part of its mapping. The core makes the guard
+ * PROT_NONE itself (one mprotect, which changes nothing when the plugin did
+ * it), so a plugin that forgot cannot leave a stack without its guard. The
+ * core keeps a copy of the
+ * descriptor (struct hp_backend_ops) made at load: a plugin that writes to
+ * its table later changes nothing. Population: with HP_F_POPULATE in flags, map prefaults the
  * memory itself or leaves it to advise; the core calls advise(self, m, flags)
  * after a successful map when flags has HP_F_POPULATE or HP_F_COLLAPSE,
  * after hp_realloc grew a block with them, and on a cached stack handed out
@@ -396,7 +406,9 @@ struct hp_block_query {
  *   to come from faults.
  * unmap: release [map_addr, map_addr + map_len). When it fails at
  *   hp_free, hp_free returns HP_EOS naming the backend and the block stays
- *   the caller's (a later hp_free may succeed). A cached range whose unmap
+ *   the caller's (a later hp_free may succeed); when the block's memory is
+ *   gone all the same, hp_free returns HP_EBACKEND ("the block is gone")
+ *   and the address is no block of libhp's any more. A cached range whose unmap
  *   fails twice is lost: logged under HP_DEBUG, and hp_cache_trim still
  *   returns HP_OK (nobody can use the range again).
  * huge_bytes: huge-backed bytes of m now; NULL: host->measure_huge_bytes.

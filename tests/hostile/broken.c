@@ -24,6 +24,7 @@
 
 static const struct hp_host *host;
 static enum broken_case bcase;
+static struct hp_backend_ops *rewrite; /* ops-rewrite: the table handed to the host */
 static struct hp_mapping first;  /* the first mapping handed out */
 static int maps_fail;             /* map fails from now on */
 
@@ -48,6 +49,10 @@ static int b_probe(void *self, struct hp_backend_caps *caps)
     (void)self;
     while (bcase == BC_PROBE_HANGS)
         pause();
+    if (rewrite) {
+        rewrite->map = NULL;  /* const broken: the host must not see it */
+        rewrite->size = 8;
+    }
     caps->available = bcase == BC_AVAILABLE_7 ? 7 : 1;
     caps->n_page_sizes = bcase == BC_MAP_FAKE_1G ? 3 : 2;
     caps->page_sizes[0] = host->base_page_size;
@@ -119,6 +124,10 @@ static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping
         first = *out;
     if (rc == HP_OK && bcase == BC_MAP_READONLY)
         host->os_protect(out->addr, out->len, PROT_READ);
+    if (rc == HP_OK && bcase == BC_MAP_LEN_WRAP)
+        out->map_len = UINT64_MAX - (uintptr_t)out->map_addr + 1 + 4096;
+    if (rc == HP_OK && bcase == BC_MAP_LEN_TOP)
+        out->map_len = 0x7ffffffff000u - (uintptr_t)out->map_addr;
     return rc;
 }
 
@@ -127,6 +136,11 @@ static int b_unmap(void *self, const struct hp_mapping *m)
     (void)self;
     if (bcase == BC_UNMAP_FAILS) {
         host->set_detail("broken: refuses to unmap");
+        return HP_EINVAL;
+    }
+    if (bcase == BC_UNMAP_GONE) {
+        host->os_unmap(m->map_addr, m->map_len);
+        host->set_detail("broken: unmapped, then failed");
         return HP_EINVAL;
     }
     return host->os_unmap(m->map_addr, m->map_len) ? HP_EINVAL : HP_OK;
@@ -254,6 +268,8 @@ static int b_advise(void *self, const struct hp_mapping *m, uint64_t flags)
     (void)self;
     if (bcase == BC_ADVISE_NEGATIVE)
         return -999;
+    if (bcase == BC_ADVISE_READONLY && (flags & HP_F_POPULATE))
+        return host->os_protect(m->addr, m->len, PROT_READ) ? HP_EINVAL : HP_OK;
     if (flags & HP_F_POPULATE)
         return host->os_advise(m->addr, m->len, MADV_POPULATE_WRITE) ? HP_ENOMEM : HP_OK;
     return HP_OK;
@@ -306,6 +322,8 @@ HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_
     const char *c = getenv("HP_BROKEN_CASE");
     host = h;
     changed = ops;
+    if (c && !strcmp(c, "ops-rewrite"))
+        rewrite = &changed;  /* the first probe, after loading, breaks it */
     if (c && !strncmp(c, "claims-thp", 10))
         changed.kind = HP_KIND_THP;
     if (c && !strcmp(c, "name-dash"))

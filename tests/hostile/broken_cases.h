@@ -42,7 +42,12 @@
     X(BC_CLAIMS_THP_FAKE, "claims-thp-fake") /* kind THP, its blocks MADV_NOHUGEPAGE */   \
     X(BC_NAME_DASH, "name-dash")           /* name "-broken" */                           \
     X(BC_AVAILABLE_7, "available-7")       /* probe: available = 7 */                     \
-    X(BC_MAP_FAKE_1G, "map-fake-1g")       /* claims 1 GiB pages, maps base pages */
+    X(BC_MAP_FAKE_1G, "map-fake-1g")       /* claims 1 GiB pages, maps base pages */ \
+    X(BC_MAP_LEN_WRAP, "map-len-wrap")     /* map_len wraps past 2^64 */                  \
+    X(BC_MAP_LEN_TOP, "map-len-top")       /* map_len up to the top of user space */      \
+    X(BC_UNMAP_GONE, "unmap-gone")         /* unmap: unmaps, then HP_EINVAL */             \
+    X(BC_OPS_REWRITE, "ops-rewrite")       /* its ops table: map NULL after load */      \
+    X(BC_ADVISE_READONLY, "advise-readonly") /* advise: makes the block PROT_READ */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

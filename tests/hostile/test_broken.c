@@ -52,6 +52,7 @@ enum scenario {
     SC_REJECTED,       /* the plugin is refused at load, the reason listed */
     SC_UNAVAILABLE,    /* named, the plugin shows as unavailable with the reason */
     SC_ALLOC_1G,       /* hp_alloc_ex naming the plugin, HP_F_PAGE_1G, must fail */
+    SC_FREE_GONE,      /* hp_free fails, the block is gone and no longer libhp's */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -101,6 +102,11 @@ static const struct bcase cases[] = {
     {BC_NAME_DASH, SC_REJECTED, "starts with '-'", 0},
     {BC_AVAILABLE_7, SC_UNAVAILABLE, "available is 7", 0},
     {BC_MAP_FAKE_1G, SC_ALLOC_1G, "KernelPageSize", 0},
+    {BC_MAP_LEN_WRAP, SC_ALLOC, "wraps past the end", F_PLUGIN_LEAKS},
+    {BC_MAP_LEN_TOP, SC_ALLOC, "unmapped address space", F_PLUGIN_LEAKS},
+    {BC_UNMAP_GONE, SC_FREE_GONE, "the block is gone", 0},
+    {BC_OPS_REWRITE, SC_WORKS, NULL, 0},
+    {BC_ADVISE_READONLY, SC_POPULATE, "not readable and writable", 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -385,6 +391,21 @@ static int free_fails(const struct bcase *c)
     return 0;
 }
 
+/* The plugin's unmap takes the block's memory and then fails: hp_free
+ * says the block is gone, and the address is no block of libhp's any more
+ * (a second hp_free must not reach whatever is mapped there next). */
+static int free_gone(const struct bcase *c)
+{
+    unsigned char *p = alloc_named(64 << 10);
+    CHECK(p);
+    p[0] = 1;
+    CHECK(hp_free(p) == HP_EBACKEND && told(c->rule));
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHECK(hp_info(p, &info) != HP_OK);
+    CHECK(hp_free(p) != HP_OK);
+    return 0;
+}
+
 /* Printable ASCII only (no ESC, CR, LF, BEL). */
 static int printable(const char *s)
 {
@@ -603,6 +624,9 @@ static int run_case(const struct bcase *c)
         CHECK(!p && hp_last_error() == HP_EBACKEND && told(c->rule));
         break;
     }
+    case SC_FREE_GONE:
+        rc = free_gone(c);
+        break;
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;
