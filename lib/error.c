@@ -74,5 +74,10 @@ void hp_log(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    /* Lines carry text from plugins and file names: no control byte (ESC,
+     * CR, LF, BEL) of theirs reaches the terminal or forges a line. */
+    for (char *c = line; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+            *c = '?';
     fprintf(stderr, "libhp: %s\n", line);
 }

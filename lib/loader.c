@@ -730,13 +730,20 @@ static uint64_t now_ns(void)
  * caps_lock held; the caller has set b->probing. A failed or invalid
  * probe keeps the last figures, or, for a first probe (deferred), leaves
  * the backend unavailable with the reason. */
+/* The backend whose probe this thread is in (a probe that names its own
+ * backend in a request must not wait for itself). */
+static _Thread_local const struct hp_backend *probing_here;
+
 static void probe_unlocked(struct hp_backend *b)
 {
     int first = b->deferred;
     struct hp_backend_caps fresh;
     char why[256];
+    const struct hp_backend *outer = probing_here;
     pthread_mutex_unlock(&b->caps_lock);
+    probing_here = b;
     int rc = probe(b, &fresh, why, sizeof(why));
+    probing_here = outer;
     pthread_mutex_lock(&b->caps_lock);
     if (rc == HP_OK) {
         b->caps = fresh;
@@ -774,9 +781,16 @@ void hp_backend_use_named(struct hp_core *c, const char *name)
     if (!b)
         return;
     pthread_mutex_lock(&b->caps_lock);
-    /* Only requests that name b wait for its first probe. */
-    while (b->deferred && b->probing)
+    /* Only requests that name b wait for its first probe; one made from
+     * inside that probe goes on without it (b unavailable, not probed). */
+    while (b->deferred && b->probing && probing_here != b)
         pthread_cond_wait(&b->probed, &b->caps_lock);
+    if (b->deferred && b->probing) {
+        pthread_mutex_unlock(&b->caps_lock);
+        hp_log("loader: %s named from inside its own first probe; not waiting for itself",
+               b->name);
+        return;
+    }
     if (b->deferred) {
         b->probing = 1;
         probe_unlocked(b);

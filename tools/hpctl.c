@@ -46,7 +46,15 @@ static void print_backends(int json)
             printf("%-12s %-5s %-8s %-18s %s\n", bi.name[0] ? bi.name : "-",
                    bi.available ? "yes" : "no", kind_name(bi.kind), sizes[0] ? sizes : "-",
                    bi.reason);
-            printf("%-12s %s%s%s\n", "", bi.path, bi.description[0] ? ": " : "", bi.description);
+            /* The path is the file's name as the directory lists it: any
+             * byte, ESC and LF included; shown printable (--json escapes). */
+            char path[sizeof(bi.path)];
+            size_t k = 0;
+            for (; bi.path[k] && k < sizeof(path) - 1; k++)
+                path[k] = (unsigned char)bi.path[k] < 0x20 || (unsigned char)bi.path[k] >= 0x7f
+                              ? '?' : bi.path[k];
+            path[k] = '\0';
+            printf("%-12s %s%s%s\n", "", path, bi.description[0] ? ": " : "", bi.description);
             continue;
         }
         printf("    {\"name\": ");

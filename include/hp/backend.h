@@ -395,7 +395,11 @@ struct hp_block_query {
  *   as it is; for growth the core moves the pages back to the caller's
  *   address (onto free address space only) and goes on with a copy. Pages
  *   found nowhere make hp_realloc fail and the block is lost (its memory
- *   is gone): never a copy from memory that is not there.
+ *   is gone): never a copy from memory that is not there. remap of a block
+ *   with HP_MAP_POOL or HP_MAP_SHARED runs inside the fork fence (the pages
+ *   must not be moved while a fork copies the address space): fork() in
+ *   other threads, and resizes of other such blocks, wait until it returns,
+ *   so a remap that hangs stops them too.
  * Every op returns HP_OK or a code of hp/errors.h; any other value is
  *   taken as HP_EBACKEND ("<op> returned unknown status N").
  * advise: apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping. A
@@ -416,7 +420,9 @@ struct hp_block_query {
  *   host->measure_huge_bytes instead (and HP_DEBUG logs an oversized one).
  * query: fill q about m (see struct hp_block_query); NULL: all unknown.
  *   hp_info reports a numa_node outside 0..1023 (Linux's largest
- *   MAX_NUMNODES) and an fd that is not an open descriptor as -1.
+ *   MAX_NUMNODES) and an fd that is not an open descriptor as -1; an open
+ *   descriptor and its fd_offset are reported as given (the core cannot
+ *   tell whose descriptor it is).
  *   libhp's own backends fill numa_node with host->os_page_node of addr
  *   (-1 until the first page is touched) and leave fd at -1.
  * node_pool (since libhp 1.4; read only when size reaches it): a pooled

@@ -5,10 +5,12 @@
  * other case changes one op or one returned field. It calls the host's OS
  * functions like any plugin, and libc's getenv to read its case.
  */
+#include <hp/alloc.h>
 #include <hp/backend.h>
 
 #include "broken_cases.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,17 @@ static int b_probe(void *self, struct hp_backend_caps *caps)
     (void)self;
     while (bcase == BC_PROBE_HANGS)
         pause();
+    if (bcase == BC_PROBE_NAMES_SELF) {
+        /* A request naming this backend from inside its own first probe
+         * (as the program's code would, reached through a callback). */
+        void *(*alloc_ex)(size_t, const struct hp_alloc_opts *) = NULL;
+        void *sym = dlsym(RTLD_DEFAULT, "hp_alloc_ex");
+        memcpy(&alloc_ex, &sym, sizeof(sym));  /* POSIX: a function's address */
+        struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+        o.backend = "broken";
+        if (alloc_ex && alloc_ex(4096, &o))
+            return HP_EINVAL;  /* served by a backend that was never probed */
+    }
     if (rewrite) {
         rewrite->map = NULL;  /* const broken: the host must not see it */
         rewrite->size = 8;

@@ -107,6 +107,7 @@ static const struct bcase cases[] = {
     {BC_UNMAP_GONE, SC_FREE_GONE, "the block is gone", 0},
     {BC_OPS_REWRITE, SC_WORKS, NULL, 0},
     {BC_ADVISE_READONLY, SC_POPULATE, "not readable and writable", 0},
+    {BC_PROBE_NAMES_SELF, SC_WORKS, NULL, 0},
 };
 
 /* ---- in the child: one case ---- */

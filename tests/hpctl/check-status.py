@@ -45,6 +45,22 @@ try:
 finally:
     shutil.rmtree(plugins)
 
+# A plugin file whose name holds terminal controls: neither hpctl status
+# nor libhp's debug log lets them through (no forged "libhp:" line).
+plugins = tempfile.mkdtemp(dir=os.path.dirname(builtin_dir))
+evil = "x\x1b[2J\x1b[31mEVIL\nlibhp: forged\x07.so"
+try:
+    with open(os.path.join(plugins, evil), "w") as f:
+        f.write("not an ELF file\n")
+    rc, out, err = run("status", env={"HP_BACKEND_PATH": plugins, "HP_DEBUG": "1"})
+    controls = [c for c in "\x1b\x07\r" if c in out + err]
+    ok(rc == 0 and not controls and "EVIL" in out and
+       not any(line.startswith("libhp: forged") for line in (out + err).splitlines()),
+       "status with HP_DEBUG=1: a plugin file name's ESC, LF and BEL reach neither the table "
+       "nor the log", repr(out + err))
+finally:
+    shutil.rmtree(plugins)
+
 for bad, want in (("relative/plugins", 'entry 1 ("relative/plugins") is not an absolute path'),
                   ("/opt/hp::/usr/hp", 'entry 2 ("") is empty')):
     env = {"HP_BACKEND_PATH": bad}
