@@ -164,6 +164,17 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
             return hp_fail(HP_EBACKEND, "backend %s returned memory of another block, stack or "
                            "cached range (%p, %llu bytes), which is left alone", b->name,
                            m->map_addr, (unsigned long long)m->map_len);
+        /* Past the guard and the committed bytes a mapping is PROT_NONE
+         * address space (hp/backend.h, struct hp_mapping): accessible
+         * memory there is no reserve of the plugin's but, as like as not,
+         * the program's (a map_len too long), which an unmap would take. */
+        uint64_t committed = m->committed ? m->committed : m->len;
+        char *keep = (char *)m->addr - guard;
+        if (hp_os_check_reserve(m->map_addr, m->map_len, keep, guard + committed) == -EEXIST)
+            return hp_fail(HP_EBACKEND, "backend %s returned a mapping (map_addr %p, map_len %llu) "
+                           "with accessible memory outside its guard and committed bytes, where "
+                           "only PROT_NONE reserve may be; it is left alone", b->name,
+                           m->map_addr, (unsigned long long)m->map_len);
         /* A page larger than a PMD is no THP of anonymous memory (at most
          * PMD size, mm/huge_memory.c) but a hugetlb or device-dax page,
          * whose size smaps states (KernelPageSize: vm_ops->pagesize,

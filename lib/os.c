@@ -621,6 +621,48 @@ int hp_os_check_rw(const void *addr, size_t len)
     return w.next >= w.hi ? 0 : -ENOMEM;
 }
 
+/* Walks /proc/self/maps over [next, hi), skipping [keep_lo, keep_hi). */
+struct reserve_walk {
+    uintptr_t next, hi, keep_lo, keep_hi;
+    int rc;
+};
+
+static int reserve_line(const char *line, void *ctx)
+{
+    struct reserve_walk *w = ctx;
+    unsigned long lo, hi;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= w->next)
+        return 0;
+    if (lo > w->next) {
+        w->rc = -ENOMEM;
+        return 1;
+    }
+    /* Only the parts of this VMA outside [keep_lo, keep_hi) count. */
+    uintptr_t a = w->next, b = hi < w->hi ? hi : w->hi;
+    int outside = a < w->keep_lo || b > w->keep_hi;
+    if (outside && (perms[0] != '-' || perms[1] != '-' || perms[2] != '-')) {
+        w->rc = -EEXIST;
+        return 1;
+    }
+    w->next = hi;
+    return w->next >= w->hi;
+}
+
+int hp_os_check_reserve(const void *addr, size_t len, const void *keep, size_t keep_len)
+{
+    struct reserve_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, (uintptr_t)keep,
+                             (uintptr_t)keep + keep_len, 0};
+    if (!len)
+        return 0;
+    int rc = hp_os_each_line("/proc/self/maps", reserve_line, &w);
+    if (rc < 0)
+        return rc;
+    if (w.rc)
+        return w.rc;
+    return w.next >= w.hi ? 0 : -ENOMEM;
+}
+
 struct kps_walk {
     uintptr_t addr;
     int inside;         /* the current VMA holds addr */

@@ -158,6 +158,12 @@ int hp_os_check_mapped(void *addr, size_t len);
  * checking a plugin's result, not for every call. */
 int hp_os_check_rw(const void *addr, size_t len);
 
+/* 0 if every page of [addr, addr+len) outside [keep, keep+keep_len) is
+ * mapped PROT_NONE ("---" in /proc/self/maps); -EEXIST if some of it is
+ * accessible, -ENOMEM if some page of [addr, addr+len) is not mapped,
+ * another -errno if the maps cannot be read. Reads the whole maps file. */
+int hp_os_check_reserve(const void *addr, size_t len, const void *keep, size_t keep_len);
+
 /* The KernelPageSize of the VMA that holds addr, in bytes (/proc/self/smaps;
  * Documentation/filesystems/proc.rst: the page size of a hugetlb VMA, else
  * the base page, THP included); -ENOMEM if addr is not mapped, another

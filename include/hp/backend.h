@@ -253,8 +253,10 @@ struct hp_backend_caps {
  * address space is refused and left alone). For a plugin that is not one of
  * libhp's own, the core also refuses, leaving it alone (no unmap: it may
  * reach memory that is not the plugin's), a mapping whose
- * [map_addr, map_addr + map_len) has unmapped address space in it; and it
- * refuses
+ * [map_addr, map_addr + map_len) has unmapped address space in it or,
+ * outside the guard and [addr, addr + committed), accessible memory (the
+ * layout below wants PROT_NONE there: a map_len too long reaches the
+ * program's memory); and it refuses
  * (HP_EBACKEND) a mapping that overlaps a live block, stack or
  * cached range of libhp's (left alone, not unmapped: it is its owner's; a
  * block being resized in another thread at that moment is not counted) and
@@ -267,7 +269,7 @@ struct hp_backend_caps {
  * cost what the block saves): a plugin that hands out memory that is not
  * zero, or not private, breaks its callers' blocks without an error; nor
  * can the core tell memory the plugin mapped from memory of the program's
- * that a plugin reports as part of its mapping. The core makes the guard
+ * that a plugin reports as its committed bytes or its guard. The core makes the guard
  * PROT_NONE itself (one mprotect, which changes nothing when the plugin did
  * it), so a plugin that forgot cannot leave a stack without its guard. The
  * core keeps a copy of the

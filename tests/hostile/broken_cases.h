@@ -48,7 +48,8 @@
     X(BC_UNMAP_GONE, "unmap-gone")         /* unmap: unmaps, then HP_EINVAL */             \
     X(BC_OPS_REWRITE, "ops-rewrite")       /* its ops table: map NULL after load */      \
     X(BC_ADVISE_READONLY, "advise-readonly") /* advise: makes the block PROT_READ */ \
-    X(BC_PROBE_NAMES_SELF, "probe-names-self") /* probe: hp_alloc_ex naming itself */
+    X(BC_PROBE_NAMES_SELF, "probe-names-self") /* probe: hp_alloc_ex naming itself */ \
+    X(BC_MAP_LEN_DOUBLE, "map-len-double") /* map_len twice the mapping, over rw memory */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

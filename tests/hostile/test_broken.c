@@ -108,6 +108,7 @@ static const struct bcase cases[] = {
     {BC_OPS_REWRITE, SC_WORKS, NULL, 0},
     {BC_ADVISE_READONLY, SC_POPULATE, "not readable and writable", 0},
     {BC_PROBE_NAMES_SELF, SC_WORKS, NULL, 0},
+    {BC_MAP_LEN_DOUBLE, SC_ALLOC, "accessible memory outside", F_PLUGIN_LEAKS},
 };
 
 /* ---- in the child: one case ---- */
