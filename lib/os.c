@@ -583,15 +583,18 @@ int hp_os_check_mapped(void *addr, size_t len)
     return rc;
 }
 
-/* Walks /proc/self/maps (ascending) over [next, hi). */
-struct rw_walk {
-    uintptr_t next, hi;
-    int rc;  /* 0, or -EACCES / -ENOMEM at the first page that is not rw */
+/* Walks /proc/self/maps (ascending) over [next, hi): pages inside
+ * [keep_lo, keep_hi) must be read-write when keep_rw, pages outside it
+ * PROT_NONE ("---"). */
+struct prot_walk {
+    uintptr_t next, hi, keep_lo, keep_hi;
+    int keep_rw;
+    int rc;  /* 0, or -ENOMEM / -EACCES / -EEXIST at the first page that is not as wanted */
 };
 
-static int rw_line(const char *line, void *ctx)
+static int prot_line(const char *line, void *ctx)
 {
-    struct rw_walk *w = ctx;
+    struct prot_walk *w = ctx;
     unsigned long lo, hi;
     char perms[8];
     if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= w->next)
@@ -600,67 +603,40 @@ static int rw_line(const char *line, void *ctx)
         w->rc = -ENOMEM;  /* a hole, or past the range: the rest is not mapped */
         return 1;
     }
-    if (perms[0] != 'r' || perms[1] != 'w') {
+    uintptr_t a = w->next, b = hi < w->hi ? hi : w->hi;  /* this VMA's part of the range */
+    if (w->keep_rw && a < w->keep_hi && b > w->keep_lo && (perms[0] != 'r' || perms[1] != 'w'))
         w->rc = -EACCES;
+    else if ((a < w->keep_lo || b > w->keep_hi) && strncmp(perms, "---", 3) != 0)
+        w->rc = -EEXIST;
+    if (w->rc)
         return 1;
-    }
     w->next = hi;
     return w->next >= w->hi;
+}
+
+static int check_prot(const void *addr, size_t len, const void *keep, size_t keep_len,
+                      int keep_rw)
+{
+    struct prot_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, (uintptr_t)keep,
+                          (uintptr_t)keep + keep_len, keep_rw, 0};
+    if (!len)
+        return 0;
+    int rc = hp_os_each_line("/proc/self/maps", prot_line, &w);
+    if (rc < 0)
+        return rc;
+    if (w.rc)
+        return w.rc;
+    return w.next >= w.hi ? 0 : -ENOMEM;
 }
 
 int hp_os_check_rw(const void *addr, size_t len)
 {
-    struct rw_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, 0};
-    if (!len)
-        return 0;
-    int rc = hp_os_each_line("/proc/self/maps", rw_line, &w);
-    if (rc < 0)
-        return rc;
-    if (w.rc)
-        return w.rc;
-    return w.next >= w.hi ? 0 : -ENOMEM;
-}
-
-/* Walks /proc/self/maps over [next, hi), skipping [keep_lo, keep_hi). */
-struct reserve_walk {
-    uintptr_t next, hi, keep_lo, keep_hi;
-    int rc;
-};
-
-static int reserve_line(const char *line, void *ctx)
-{
-    struct reserve_walk *w = ctx;
-    unsigned long lo, hi;
-    char perms[8];
-    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= w->next)
-        return 0;
-    if (lo > w->next) {
-        w->rc = -ENOMEM;
-        return 1;
-    }
-    /* Only the parts of this VMA outside [keep_lo, keep_hi) count. */
-    uintptr_t a = w->next, b = hi < w->hi ? hi : w->hi;
-    int outside = a < w->keep_lo || b > w->keep_hi;
-    if (outside && (perms[0] != '-' || perms[1] != '-' || perms[2] != '-')) {
-        w->rc = -EEXIST;
-        return 1;
-    }
-    w->next = hi;
-    return w->next >= w->hi;
+    return check_prot(addr, len, addr, len, 1);
 }
 
 int hp_os_check_reserve(const void *addr, size_t len, const void *keep, size_t keep_len)
 {
-    struct reserve_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, (uintptr_t)keep,
-                             (uintptr_t)keep + keep_len, 0};
-    if (!len)
-        return 0;
-    int rc = hp_os_each_line("/proc/self/maps", reserve_line, &w);
-    if (rc < 0)
-        return rc;
-    if (w.rc)
-        return w.rc;
-    return w.next >= w.hi ? 0 : -ENOMEM;
+    return check_prot(addr, len, keep, keep_len, 0);
 }
 
 struct kps_walk {
