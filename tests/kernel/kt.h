@@ -175,7 +175,8 @@ struct hp_block_info kt_info(const void *p);
 void kt_expect_unmapped(const void *p, size_t len);
 
 /* Last test of every program, after its teardown: the machine matches
- * after_setup, then, once the pages kt_pool_usable holds are let go and
+ * after_setup (a pool a test grew shrunk back to its size then first),
+ * then, once the pages kt_pool_usable holds are let go and
  * knob_restore_all has put every knob back, before_all; the first difference fails the test. The 2 MiB pool's free
  * and reserved pages get kt_pool_wait's grace to return to after_setup's
  * counts first. */
