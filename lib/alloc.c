@@ -167,14 +167,19 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
         /* Past the guard and the committed bytes a mapping is PROT_NONE
          * address space (hp/backend.h, struct hp_mapping): accessible
          * memory there is no reserve of the plugin's but, as like as not,
-         * the program's (a map_len too long), which an unmap would take. */
+         * the program's (a map_len too long), which an unmap would take,
+         * so such a result is left alone. The block itself must be
+         * readable and writable, or it is given back. */
         uint64_t committed = m->committed ? m->committed : m->len;
         char *keep = (char *)m->addr - guard;
-        if (hp_os_check_reserve(m->map_addr, m->map_len, keep, guard + committed) == -EEXIST)
+        int layout = hp_os_check_layout(m->map_addr, m->map_len, keep, guard + committed,
+                                        m->addr, m->len);
+        if (layout == -EEXIST || layout == -ENOMEM)
             return hp_fail(HP_EBACKEND, "backend %s returned a mapping (map_addr %p, map_len %llu) "
-                           "with accessible memory outside its guard and committed bytes, where "
-                           "only PROT_NONE reserve may be; it is left alone", b->name,
-                           m->map_addr, (unsigned long long)m->map_len);
+                           "with %s outside its guard and committed bytes, where only PROT_NONE "
+                           "reserve may be; it is left alone", b->name, m->map_addr,
+                           (unsigned long long)m->map_len,
+                           layout == -EEXIST ? "accessible memory" : "unmapped address space");
         /* A page larger than a PMD is no THP of anonymous memory (at most
          * PMD size, mm/huge_memory.c) but a hugetlb or device-dax page,
          * whose size smaps states (KernelPageSize: vm_ops->pagesize,
@@ -190,14 +195,11 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
                                (unsigned long long)m->page_size, (long long)kps);
             }
         }
-        int rw = hp_os_check_rw(m->addr, m->len);
-        if (rw == -EACCES || rw == -ENOMEM) {
+        if (layout == -EACCES) {
             b->ops->unmap(b->self, m);
             return hp_fail(HP_EBACKEND, "backend %s returned memory that is not readable and "
-                           "writable (%p, %llu bytes): %s", b->name, m->addr,
-                           (unsigned long long)m->len,
-                           rw == -EACCES ? "its protection is not PROT_READ | PROT_WRITE"
-                                         : "part of it is not mapped");
+                           "writable (%p, %llu bytes): its protection is not PROT_READ | "
+                           "PROT_WRITE", b->name, m->addr, (unsigned long long)m->len);
         }
     }
     /* The guard is what stops a stack overflow (hp/stack.h): the backend
@@ -423,7 +425,8 @@ static int32_t advise(struct hp_block *blk, uint64_t flags)
                                       flags & (HP_F_POPULATE | HP_F_COLLAPSE)));
     /* A plugin's advise checked like its map: the block must still be
      * readable and writable (given back where the pages are still there). */
-    if (rc == HP_OK && !blk->backend->own && hp_os_check_rw(blk->m.addr, blk->m.len) != 0) {
+    int rw = rc == HP_OK && !blk->backend->own ? hp_os_check_rw(blk->m.addr, blk->m.len) : 0;
+    if (rw == -EACCES || rw == -ENOMEM) {
         hp_os_protect(blk->m.addr, blk->m.len, PROT_READ | PROT_WRITE);
         rc = hp_fail(HP_EBACKEND, "backend %s: advise left %p (%llu bytes) not readable and "
                      "writable", blk->backend->name, blk->m.addr, (unsigned long long)blk->m.len);
@@ -816,17 +819,35 @@ static uint64_t round_up(uint64_t v, uint64_t unit)
  *   - Else nothing is left to copy from (REMAP_LOST).
  * Returns HP_OK (a shrink followed) or HP_EBACKEND naming the backend and
  * the rule; *left says what became of the block. */
-/* The caller's bytes at [addr, addr + len), where a broken remap left them,
- * made readable and writable again if the plugin took that away (they are
- * the block's, and hp_realloc may copy from them). */
-static void restore_rw(const struct hp_backend *be, void *addr, uint64_t len)
+/* The caller's bytes at [addr, addr + len), after a plugin's op, made
+ * readable and writable again if the op took that away (they are the
+ * block's: the caller writes them, hp_realloc may copy from them). */
+static void restore_rw(const struct hp_backend *be, const char *op, void *addr, uint64_t len)
 {
     if (hp_os_check_rw(addr, len) != -EACCES)
         return;
     int rc = hp_os_protect(addr, len, PROT_READ | PROT_WRITE);
-    hp_log("backend %s left the block's pages at %p (%llu bytes) without read and write "
-           "access: %s", be->name, addr, (unsigned long long)len,
+    hp_log("backend %s: %s left the block's pages at %p (%llu bytes) without read and write "
+           "access: %s", be->name, op, addr, (unsigned long long)len,
            rc == 0 ? "restored" : strerror(-rc));
+}
+
+/* How far a mapping whose result broke a rule reaches, from known_end
+ * (the end of pages known to be its own) towards claimed: to the end of
+ * the VMA that holds its last known page, and on over PROT_NONE reserve.
+ * Accessible memory in another VMA may be the program's (a result that
+ * breaks the rules says nothing for sure): unmapping it would take it from
+ * its owner, so it is never counted. */
+static char *reach(char *known_end, char *claimed)
+{
+    void *v;
+    if (claimed <= known_end || hp_os_vma_end(known_end - 1, &v) != 0)
+        return known_end;
+    char *vend = v;
+    if (claimed <= vend)
+        return claimed;
+    return hp_os_check_layout(vend, (size_t)(claimed - vend), NULL, 0, NULL, 0) == 0 ? claimed
+                                                                                      : vend;
 }
 
 static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_t new_len,
@@ -842,7 +863,7 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
     *left = REMAP_KEPT;
     if (hp_os_check_mapped(old.addr, old.len) == 0) {
         char *om = old.map_addr;
-        restore_rw(be, old.addr, old.len);
+        restore_rw(be, "remap", old.addr, old.len);
         if (real && (gm + got->map_len <= om || gm >= om + old.map_len)) {
             struct hp_mapping extra = *got;
             if (others_memory(gm, got->map_len, old.addr, 0))
@@ -853,9 +874,12 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
                 hp_log("backend %s: the mapping its broken remap made (%p, %llu bytes) could "
                        "not be unmapped", be->name, (void *)gm,
                        (unsigned long long)got->map_len);
-        } else if (real && gm == om && got->map_len > old.map_len &&
-                   !others_memory(om + old.map_len, got->map_len - old.map_len, old.addr, 0)) {
-            b->m.map_len = got->map_len;  /* grown in place: unmap releases it all */
+        } else if (real && gm == om && got->map_len > old.map_len) {
+            /* Grown in place: unmap releases it all, as far as it is the
+             * plugin's. */
+            char *end = reach(om + old.map_len, gm + got->map_len);
+            if (!others_memory(om + old.map_len, (uint64_t)(end - om - old.map_len), old.addr, 0))
+                b->m.map_len = (uint64_t)(end - om);
         }
         return hp_fail(HP_EBACKEND, "backend %s: remap %s; the block stays where it was",
                        be->name, what);
@@ -867,27 +891,32 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
                        "where they were nor where the result says: the block is lost",
                        be->name, what);
     }
-    /* The plugin's mapping as far as the kernel confirms it: from its
-     * map_addr to the furthest end its result names. */
-    char *end = d + keep;
+    /* The plugin's mapping: the block's pages, PROT_NONE reserve between
+     * map_addr and them, and as far on as reach allows towards the
+     * furthest end the result names. */
+    char *start = d, *claimed = d + keep;
+    if (gm < d && hp_os_check_layout(gm, (size_t)(d - gm), NULL, 0, NULL, 0) == 0)
+        start = gm;
     const char *ends[3] = {gm + got->map_len, (char *)got->addr + got->len,
                            (char *)got->addr + hp_committed(got)};
-    for (int i = 0; i < 3; i++)
-        if (ends[i] > end && (uint64_t)(ends[i] - d) <= 2 * HP_MAX_LEN &&
-            hp_os_check_mapped(d, (size_t)(ends[i] - d)) == 0)
-            end = (char *)round_up((uintptr_t)ends[i], base);
-    if (others_memory(gm, (uint64_t)(end - gm), old.addr, 0)) {
+    for (int i = 0; i < 3; i++) {
+        char *e = (char *)round_up((uintptr_t)ends[i], base);
+        if (e > claimed && (uint64_t)(e - d) <= 2 * HP_MAX_LEN)
+            claimed = e;
+    }
+    char *end = reach(d + keep, claimed);
+    if (others_memory(start, (uint64_t)(end - start), old.addr, 0)) {
         *left = REMAP_LOST;
         return hp_fail(HP_EBACKEND, "backend %s: remap %s, and the block is gone from its "
                        "address; the result names memory of another block (%p), which is left "
                        "alone: the block is lost", be->name, what, (void *)gm);
     }
-    restore_rw(be, d, keep);
+    restore_rw(be, "remap", d, keep);
     struct hp_mapping m = old;
     m.addr = d;
     m.len = m.committed = keep;
-    m.map_addr = gm;
-    m.map_len = (uint64_t)(end - gm);
+    m.map_addr = start;
+    m.map_len = (uint64_t)(end - start);
     m.cookie = got->cookie;
     if (new_len <= old.len) {
         b->m = m;
@@ -897,8 +926,8 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
     }
     if (hp_os_move_to(d, keep, old.addr) == 0) {
         /* The rest of the plugin's mapping is address space nobody uses. */
-        if (d > gm)
-            hp_os_unmap(gm, (size_t)(d - gm));
+        if (d > start)
+            hp_os_unmap(start, (size_t)(d - start));
         if (end > d + keep)
             hp_os_unmap(d + keep, (size_t)(end - d - keep));
         m.addr = m.map_addr = old.addr;
@@ -956,10 +985,23 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
         const char *fault = mapping_fault(m, new_len, b->m.page_size, 0, 0);
         if (!fault && hp_os_check_mapped(m->addr, m->len) != 0)
             fault = "memory that is not mapped";
-        /* Only a plugin can hand back pages the caller cannot write
-         * (hp_backend_map says why libhp's own are not read again). */
-        if (!fault && !b->backend->own && hp_os_check_rw(m->addr, m->len) == -EACCES)
-            fault = "memory that is not readable and writable";
+        /* Only a plugin can get the layout wrong (hp_backend_map says
+         * why libhp's own results are not read again): pages the caller
+         * cannot write, a map_len over holes or over accessible memory
+         * past the committed bytes (the program's, as like as not, which
+         * the block's unmap would take), or another block's memory. */
+        if (!fault && !b->backend->own) {
+            int layout = hp_os_check_layout(m->map_addr, m->map_len, m->addr, hp_committed(m),
+                                            m->addr, m->len);
+            if (layout == -ENOMEM)
+                fault = "unmapped address space in its mapping";
+            else if (layout == -EEXIST)
+                fault = "accessible memory outside its committed bytes";
+            else if (layout == -EACCES)
+                fault = "memory that is not readable and writable";
+            else if (others_memory(m->map_addr, m->map_len, b->m.addr, 1))
+                fault = "memory of another block, stack or cached range";
+        }
         if (!fault) {
             if (placed && (err = hp_numa_bind_range(m->map_addr, m->map_len, pl)) != 0)
                 hp_log("hp_realloc: mbind of the grown block failed (%s); later faults follow "
@@ -1252,7 +1294,13 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
     if (code != HP_OK)
         return pointer_error(code, p, "hp_info");
     int64_t (*measure)(void *, const struct hp_mapping *) = HP_OP(b.backend->ops, huge_bytes);
+    /* A plugin's huge_bytes and query must leave the block as it was
+     * (hp/backend.h): where it was readable and writable, it is again. */
+    int was_rw = !b.backend->own && (measure || HP_OP(b.backend->ops, query)) &&
+                 hp_os_check_rw(b.m.addr, b.m.len) == 0;
     int64_t huge = measure ? measure(b.backend->self, &b.m) : -1;
+    if (measure && was_rw)
+        restore_rw(b.backend, "huge_bytes", b.m.addr, b.m.len);
     /* More huge bytes than the mapping has is no measurement: the kernel's
      * figure stands instead. */
     if (huge < 0 || (uint64_t)huge > b.m.map_len) {
@@ -1277,7 +1325,10 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
         HP_OP(b.backend->ops, query);
     if (query && size > offsetof(struct hp_block_info, flags) + sizeof(full.flags)) {
         struct hp_block_query q = {sizeof(q), 0, -1, -1, 0};
-        if (query(b.backend->self, &b.m, &q) == HP_OK) {
+        int32_t qrc = query(b.backend->self, &b.m, &q);
+        if (was_rw)
+            restore_rw(b.backend, "query", b.m.addr, b.m.len);
+        if (qrc == HP_OK) {
             /* A node past MAX_NUMNODES (include/linux/numa.h: at most
              * 1 << 10) or a descriptor that is not open is unknown. */
             full.numa_node = q.numa_node < 0 || q.numa_node >= HP_MAX_NUMA_NODES ? -1 : q.numa_node;

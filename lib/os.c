@@ -584,12 +584,14 @@ int hp_os_check_mapped(void *addr, size_t len)
 }
 
 /* Walks /proc/self/maps (ascending) over [next, hi): pages inside
- * [keep_lo, keep_hi) must be read-write when keep_rw, pages outside it
- * PROT_NONE ("---"). */
+ * [rw_lo, rw_hi) must be read-write, pages outside [keep_lo, keep_hi)
+ * PROT_NONE ("---"), the rest of keep may be anything. A hole or accessible
+ * memory outside keep ends the walk; a page that is not read-write is
+ * noted and the walk goes on, so that the former are never missed. */
 struct prot_walk {
-    uintptr_t next, hi, keep_lo, keep_hi;
-    int keep_rw;
-    int rc;  /* 0, or -ENOMEM / -EACCES / -EEXIST at the first page that is not as wanted */
+    uintptr_t next, hi, keep_lo, keep_hi, rw_lo, rw_hi;
+    int rc;      /* 0, or -ENOMEM / -EEXIST at the first such page */
+    int access;  /* some page of [rw_lo, rw_hi) is not read-write */
 };
 
 static int prot_line(const char *line, void *ctx)
@@ -604,39 +606,63 @@ static int prot_line(const char *line, void *ctx)
         return 1;
     }
     uintptr_t a = w->next, b = hi < w->hi ? hi : w->hi;  /* this VMA's part of the range */
-    if (w->keep_rw && a < w->keep_hi && b > w->keep_lo && (perms[0] != 'r' || perms[1] != 'w'))
-        w->rc = -EACCES;
-    else if ((a < w->keep_lo || b > w->keep_hi) && strncmp(perms, "---", 3) != 0)
+    if ((a < w->keep_lo || b > w->keep_hi) && strncmp(perms, "---", 3) != 0) {
         w->rc = -EEXIST;
-    if (w->rc)
         return 1;
+    }
+    if (a < w->rw_hi && b > w->rw_lo && (perms[0] != 'r' || perms[1] != 'w'))
+        w->access = 1;
     w->next = hi;
     return w->next >= w->hi;
 }
 
-static int check_prot(const void *addr, size_t len, const void *keep, size_t keep_len,
-                      int keep_rw)
+int hp_os_check_layout(const void *addr, size_t len, const void *keep, size_t keep_len,
+                       const void *rw, size_t rw_len)
 {
     struct prot_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, (uintptr_t)keep,
-                          (uintptr_t)keep + keep_len, keep_rw, 0};
+                          (uintptr_t)keep + keep_len, (uintptr_t)rw, (uintptr_t)rw + rw_len, 0, 0};
     if (!len)
         return 0;
     int rc = hp_os_each_line("/proc/self/maps", prot_line, &w);
-    if (rc < 0)
-        return rc;
+    if (rc < 0)  /* unknown: never an answer's code (a read may fail with ENOMEM) */
+        return rc == -ENOMEM || rc == -EEXIST || rc == -EACCES ? -EIO : rc;
     if (w.rc)
         return w.rc;
-    return w.next >= w.hi ? 0 : -ENOMEM;
+    if (w.next < w.hi)
+        return -ENOMEM;
+    return w.access ? -EACCES : 0;
 }
 
 int hp_os_check_rw(const void *addr, size_t len)
 {
-    return check_prot(addr, len, addr, len, 1);
+    return hp_os_check_layout(addr, len, addr, len, addr, len);
 }
 
-int hp_os_check_reserve(const void *addr, size_t len, const void *keep, size_t keep_len)
+struct vma_end_walk {
+    uintptr_t addr, end;
+};
+
+static int vma_end_line(const char *line, void *ctx)
 {
-    return check_prot(addr, len, keep, keep_len, 0);
+    struct vma_end_walk *w = ctx;
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || hi <= w->addr)
+        return 0;
+    if (lo <= w->addr)
+        w->end = hi;
+    return 1;  /* VMAs come in address order: found, or not mapped */
+}
+
+int hp_os_vma_end(const void *addr, void **end)
+{
+    struct vma_end_walk w = {(uintptr_t)addr, 0};
+    int rc = hp_os_each_line("/proc/self/maps", vma_end_line, &w);
+    if (rc < 0)
+        return rc;
+    if (!w.end)
+        return -ENOMEM;
+    *end = (void *)w.end;
+    return 0;
 }
 
 struct kps_walk {

@@ -154,15 +154,26 @@ int hp_os_check_mapped(void *addr, size_t len);
 /* 0 if every page of [addr, addr+len) is mapped readable and writable
  * (the "rw" of its /proc/self/maps lines); -EACCES if some page is not
  * both, -ENOMEM if some page is not mapped, another -errno if the maps
- * cannot be read (the answer is unknown). Reads the whole maps file: for
+ * cannot be read (the answer is unknown; hp_os_check_layout). Reads the whole maps file: for
  * checking a plugin's result, not for every call. */
 int hp_os_check_rw(const void *addr, size_t len);
 
-/* 0 if every page of [addr, addr+len) outside [keep, keep+keep_len) is
- * mapped PROT_NONE ("---" in /proc/self/maps); -EEXIST if some of it is
- * accessible, -ENOMEM if some page of [addr, addr+len) is not mapped,
- * another -errno if the maps cannot be read. Reads the whole maps file. */
-int hp_os_check_reserve(const void *addr, size_t len, const void *keep, size_t keep_len);
+/* The layout a plugin's mapping must have (hp/backend.h, struct
+ * hp_mapping), in one read of /proc/self/maps: every page of [addr,
+ * addr+len) mapped, those of [rw, rw+rw_len) readable and writable, those
+ * outside [keep, keep+keep_len) PROT_NONE ("---"). 0 if so; else -EEXIST
+ * (accessible memory outside keep) or -ENOMEM (a page not mapped), which
+ * take precedence over -EACCES (a page of rw not read-write); another
+ * -errno, never one of those three, if the maps cannot be read (the answer
+ * is unknown: a failed read of ENOMEM comes back as -EIO). */
+int hp_os_check_layout(const void *addr, size_t len, const void *keep, size_t keep_len,
+                       const void *rw, size_t rw_len);
+
+/* The end of the VMA that holds addr (/proc/self/maps), in *end: how far
+ * one mapping reaches, for a plugin's result that cannot be trusted to
+ * say. 0, -ENOMEM if addr is not mapped, another -errno if the maps
+ * cannot be read. */
+int hp_os_vma_end(const void *addr, void **end);
 
 /* The KernelPageSize of the VMA that holds addr, in bytes (/proc/self/smaps;
  * Documentation/filesystems/proc.rst: the page size of a hugetlb VMA, else

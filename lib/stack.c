@@ -67,7 +67,8 @@ static int32_t populate(const struct hp_stack_map *m)
         return HP_OK;  /* the contract's advise is optional: faults do it */
     hp_set_detail("");
     int32_t rc = hp_backend_status(b, "advise", op(b->self, &m->m, populate_flags(m->m.page_size)));
-    if (rc == HP_OK && !b->own && hp_os_check_rw(m->m.addr, m->m.len) != 0)
+    int rw = rc == HP_OK && !b->own ? hp_os_check_rw(m->m.addr, m->m.len) : 0;
+    if (rw == -EACCES || rw == -ENOMEM)
         rc = hp_fail(HP_EBACKEND, "advise left the stack not readable and writable");
     if (rc == HP_OK)
         return HP_OK;

@@ -263,8 +263,10 @@ struct hp_backend_caps {
  * one whose [addr, addr + len) is not readable and writable (unmapped), and
  * one whose page_size is above the PMD size (no THP is larger) when smaps'
  * KernelPageSize for addr says otherwise (unmapped);
- * remap results are checked for both too, and a remap that leaves the
- * block's pages without read and write access has it restored by the core
+ * remap results are checked for all of these but the page size (the
+ * layout past the committed bytes, overlap, read and write access), and a
+ * remap, huge_bytes or query that leaves a block's pages, readable and
+ * writable before, without that access has it restored by the core
  * (logged under HP_DEBUG). The contents are not checked (reading every byte would
  * cost what the block saves): a plugin that hands out memory that is not
  * zero, or not private, breaks its callers' blocks without an error; nor
@@ -393,7 +395,10 @@ struct hp_block_query {
  *   the rule, and the core finds the block's pages first — at its old
  *   address, or at the result's map_addr plus the block's old offset in
  *   its mapping (where mremap leaves them), and only where no other block,
- *   stack or cached range of libhp's lies. A shrink found there is used
+ *   stack or cached range of libhp's lies; the mapping found there
+ *   reaches no further than the VMA that holds the block's pages and
+ *   PROT_NONE reserve after it (accessible memory in another VMA may be
+ *   the program's, so it is never unmapped). A shrink found there is used
  *   as it is; for growth the core moves the pages back to the caller's
  *   address (onto free address space only) and goes on with a copy. Pages
  *   found nowhere make hp_realloc fail and the block is lost (its memory

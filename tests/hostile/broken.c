@@ -219,6 +219,7 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
         host->set_detail("broken: unmapped the block, then failed");
         return HP_ENOMEM;
     case BC_REMAP_SHRINK_SHORT:
+    case BC_REMAP_INPLACE_TOP:
     case BC_REMAP_GROW_SHORT: {
         /* The kernel's choice: in place if it can (a shrink always is). */
         void *p;
@@ -229,8 +230,18 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
         m->addr = (char *)p + off;
         m->map_len = off + len;
         m->len = m->committed = len - base;
+        if (bcase == BC_REMAP_INPLACE_TOP)
+            m->map_len = 0x7ffffffff000u - (uintptr_t)m->map_addr;
         return HP_OK;
     }
+    case BC_REMAP_MAP_DOUBLE:
+        /* Twice the room, every page of it read-write: map_len over
+         * accessible memory past the committed bytes (here its own; in a
+         * program, as like as not someone else's). */
+        if ((rc = move(m, 2 * len)) != HP_OK)
+            return rc;
+        m->len = m->committed = len;
+        return HP_OK;
     default:
         break;
     }
@@ -278,6 +289,9 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
     case BC_REMAP_READONLY:
         host->os_protect(m->addr, m->len, PROT_READ);
         break;
+    case BC_REMAP_MAP_TOP:
+        m->map_len = 0x7ffffffff000u - (uintptr_t)m->map_addr;
+        break;
     case BC_REMAP_FAIL_MOVED:
         host->set_detail("broken: moved the block, then failed");
         return HP_ENOMEM;
@@ -304,6 +318,8 @@ static int64_t b_huge_bytes(void *self, const struct hp_mapping *m)
     (void)self;
     if (bcase == BC_HUGE_BYTES_OVER)
         return (int64_t)(2 * m->map_len);
+    if (bcase == BC_HUGE_BYTES_READONLY)
+        host->os_protect(m->addr, m->len, PROT_READ);
     return host->measure_huge_bytes(m->addr, m->len);
 }
 
@@ -317,6 +333,8 @@ static int b_query(void *self, const struct hp_mapping *m, struct hp_block_query
         q->fd_offset = 4096;
         return HP_OK;
     }
+    if (bcase == BC_QUERY_READONLY)
+        host->os_protect(m->addr, m->len, PROT_READ);
     if (host->size >= offsetof(struct hp_host, os_page_node) + sizeof(host->os_page_node) &&
         host->os_page_node(m->addr, &node) == 0)
         q->numa_node = node;

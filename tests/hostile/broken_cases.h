@@ -49,7 +49,14 @@
     X(BC_OPS_REWRITE, "ops-rewrite")       /* its ops table: map NULL after load */      \
     X(BC_ADVISE_READONLY, "advise-readonly") /* advise: makes the block PROT_READ */ \
     X(BC_PROBE_NAMES_SELF, "probe-names-self") /* probe: hp_alloc_ex naming itself */ \
-    X(BC_MAP_LEN_DOUBLE, "map-len-double") /* map_len twice the mapping, over rw memory */
+    X(BC_MAP_LEN_DOUBLE, "map-len-double") /* map_len twice the mapping, over rw memory */ \
+    X(BC_REMAP_MAP_DOUBLE, "remap-map-double") /* moved into twice the room, all rw, */    \
+                                               /* committed right, map_len all of it */   \
+    X(BC_REMAP_MAP_TOP, "remap-map-top")   /* moved, map_len up to the top of user space */ \
+    X(BC_REMAP_INPLACE_TOP, "remap-inplace-top") /* grown in place, len short, map_len */ \
+                                                 /* up to the top of user space */        \
+    X(BC_HUGE_BYTES_READONLY, "huge-bytes-readonly") /* huge_bytes makes it PROT_READ */  \
+    X(BC_QUERY_READONLY, "query-readonly") /* query makes the block PROT_READ */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

@@ -109,6 +109,11 @@ static const struct bcase cases[] = {
     {BC_ADVISE_READONLY, SC_POPULATE, "not readable and writable", 0},
     {BC_PROBE_NAMES_SELF, SC_WORKS, NULL, 0},
     {BC_MAP_LEN_DOUBLE, SC_ALLOC, "accessible memory outside", F_PLUGIN_LEAKS},
+    {BC_REMAP_MAP_DOUBLE, SC_GROW, "accessible memory outside", 0},
+    {BC_REMAP_MAP_TOP, SC_GROW, "unmapped address space", 0},
+    {BC_REMAP_INPLACE_TOP, SC_GROW, "len shorter than requested", 0},
+    {BC_HUGE_BYTES_READONLY, SC_INFO, "huge_bytes left the block's pages", 0},
+    {BC_QUERY_READONLY, SC_INFO, "query left the block's pages", 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -356,6 +361,8 @@ static int info_sane(const struct bcase *c)
     CHECK(info.fd == -1 && info.fd_offset == 0);
     if (c->rule)
         CHECK(logged(c->rule));
+    p[0] ^= 1;  /* a block left read-only dies here, of SIGSEGV */
+    p[(1 << 20) - 1] ^= 1;
     CHECK(hp_free(p) == HP_OK);
     return 0;
 }
