@@ -76,8 +76,15 @@ void hp_log(const char *fmt, ...)
     va_end(ap);
     /* Lines carry text from plugins and file names: no control byte (ESC,
      * CR, LF, BEL) of theirs reaches the terminal or forges a line. */
-    for (char *c = line; *c; c++)
-        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
-            *c = '?';
+    hp_printable(line, sizeof(line), line);
     fprintf(stderr, "libhp: %s\n", line);
+}
+
+void hp_printable(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < cap; i++)
+        dst[i] = (unsigned char)src[i] >= 0x20 && (unsigned char)src[i] < 0x7f ? src[i] : '?';
+    if (cap)
+        dst[i] = '\0';
 }

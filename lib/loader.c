@@ -25,30 +25,18 @@ _Static_assert(HP_BACKEND_OPS_SIZE_V2_MIN ==
 static struct hp_core core;
 static pthread_once_t core_once = PTHREAD_ONCE_INIT;
 
-/* Text a plugin supplies (its description, caps reason, error details and
- * log lines), cut to fit and with anything but printable ASCII replaced by
- * '?': it is shown on terminals, where an escape sequence, CR, LF or BEL
- * would rewrite or forge other lines. "" for NULL. */
-static void copy_printable(char *dst, size_t cap, const char *src)
-{
-    size_t i = 0;
-    for (; src && src[i] && i + 1 < cap; i++)
-        dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
-    dst[i] = '\0';
-}
-
 static void host_log(const char *backend, const char *msg)
 {
     char who[HP_BACKEND_NAME_MAX + 1], text[512];
-    copy_printable(who, sizeof(who), backend ? backend : "?");
-    copy_printable(text, sizeof(text), msg);
+    hp_printable(who, sizeof(who), backend ? backend : "?");
+    hp_printable(text, sizeof(text), msg);
     hp_log("%s: %s", who, text);
 }
 
 static void host_set_detail(const char *msg)
 {
     char text[512];
-    copy_printable(text, sizeof(text), msg);
+    hp_printable(text, sizeof(text), msg);
     hp_set_detail(text);
 }
 
@@ -173,7 +161,7 @@ static int probe(struct hp_backend *b, struct hp_backend_caps *out, char *why, s
     hp_log("loader: probing %s (%s)", b->path ? b->path : "?", b->name);
     hp_set_detail("");
     int rc = b->ops->probe(b->self, &caps);
-    copy_printable(caps.reason, sizeof(caps.reason), caps.reason);
+    hp_printable(caps.reason, sizeof(caps.reason), caps.reason);
     if (rc != HP_OK) {
         const char *detail = hp_last_error_detail();
         int both = detail[0] && caps.reason[0];
@@ -281,9 +269,9 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
     const char *bad_name = invalid_name(ops->name);
     if (bad_name) {
         /* The name as given, up to 40 bytes, anything but printable ASCII as
-         * '?' (copy_printable): the plugin's author sees what was read. */
+         * '?' (hp_printable): the plugin's author sees what was read. */
         char shown[41], why[160];
-        copy_printable(shown, sizeof(shown), ops->name);
+        hp_printable(shown, sizeof(shown), ops->name);
         snprintf(why, sizeof(why), "%s%s%s%s", bad_name, ops->name ? " (\"" : "",
                  ops->name ? shown : "", ops->name ? "\")" : "");
         return reject(b, "missing or invalid backend name: %s", why);
@@ -316,7 +304,7 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
     b->ops = ops = &b->ops_copy;
     b->kind = ops->kind;
     b->own = from_builtin_dir && is_builtin_name(ops->name);
-    copy_printable(b->description, sizeof(b->description), ops->description);
+    hp_printable(b->description, sizeof(b->description), ops->description);
     int (*init)(const struct hp_host *, void **) = HP_OP(ops, init);
     if (init) {
         hp_log("loader: init %s (%s)", b->path ? b->path : "?", b->name);
@@ -724,16 +712,16 @@ static uint64_t now_ns(void)
     return hp_os_clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
+/* The backend whose probe this thread is in (a probe that names its own
+ * backend in a request must not wait for itself). */
+static _Thread_local const struct hp_backend *probing_here;
+
 /* Probe b without its caps_lock (which every selection takes for a copy
  * of the caps: a probe that hangs must not stop requests for other
  * backends), one probe per backend at a time. Called and returns with
  * caps_lock held; the caller has set b->probing. A failed or invalid
  * probe keeps the last figures, or, for a first probe (deferred), leaves
  * the backend unavailable with the reason. */
-/* The backend whose probe this thread is in (a probe that names its own
- * backend in a request must not wait for itself). */
-static _Thread_local const struct hp_backend *probing_here;
-
 static void probe_unlocked(struct hp_backend *b)
 {
     int first = b->deferred;
