@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #define MAX_SIZES 32
@@ -354,17 +355,38 @@ static void folio_done(const struct sys *s, struct mapping *m, uint64_t pages)
         m->mthp_by_size[i] += pages * 4;
 }
 
-/* Walk one mapping's pagemap: every present page's flags; a compound head
- * with KPF_THP starts a large folio, the tails that follow it at the next
- * frame continue it. 0, or -1 when frame numbers are hidden (not root). */
-static int walk(int pm, int kf, const struct sys *s, struct mapping *m)
+/* PAGEMAP_SCAN (Linux 6.7; include/uapi/linux/fs.h, which Debian 12's
+ * headers predate): the present ranges of a mapping, found by the kernel's
+ * page-table walk, so that a sparse mapping (a sanitizer's shadow, a
+ * runtime's reserved heap: terabytes with a few pages in them) is not read
+ * entry by entry. */
+#ifndef PAGEMAP_SCAN
+struct page_region {
+    uint64_t start, end, categories;
+};
+struct pm_scan_arg {
+    uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+    uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_PRESENT (1 << 3)
+#endif
+
+struct folio_walk {
+    uint64_t folio, last_pfn;
+};
+
+/* One present stretch [lo, hi) of a mapping's pagemap: every page's flags;
+ * a compound head with KPF_THP starts a large folio, the tails that follow
+ * it at the next frame continue it. 0, or -1 when frame numbers are hidden
+ * (not root). */
+static int walk_range(int pm, int kf, const struct sys *s, struct mapping *m, uint64_t lo,
+                      uint64_t hi, struct folio_walk *w)
 {
     enum { CHUNK = 512 };
     uint64_t ent[CHUNK], flags[CHUNK];
-    uint64_t folio = 0, last_pfn = 0;
-    m->mthp_kb = 0;
-    for (uint64_t va = m->start; va < m->end; va += CHUNK * 4096ull) {
-        uint64_t n = (m->end - va) / 4096;
+    for (uint64_t va = lo; va < hi; va += CHUNK * 4096ull) {
+        uint64_t n = (hi - va) / 4096;
         n = n > CHUNK ? CHUNK : n;
         ssize_t got = pread(pm, ent, n * 8, (off_t)(va / 4096 * 8));
         if (got < (ssize_t)(n * 8))
@@ -389,17 +411,51 @@ static int walk(int pm, int kf, const struct sys *s, struct mapping *m)
             uint64_t pfn = ent[i] & ((UINT64_C(1) << 55) - 1);
             uint64_t fl = flags[i];
             int present = (int)(ent[i] >> 63);
-            if (present && (fl >> KPF_THP & 1) && (fl >> KPF_COMPOUND_TAIL & 1) && folio &&
-                pfn == last_pfn + 1) {
-                folio++;
+            if (present && (fl >> KPF_THP & 1) && (fl >> KPF_COMPOUND_TAIL & 1) && w->folio &&
+                pfn == w->last_pfn + 1) {
+                w->folio++;
             } else {
-                folio_done(s, m, folio);
-                folio = present && (fl >> KPF_THP & 1) ? 1 : 0;
+                folio_done(s, m, w->folio);
+                w->folio = present && (fl >> KPF_THP & 1) ? 1 : 0;
             }
-            last_pfn = pfn;
+            w->last_pfn = pfn;
         }
     }
-    folio_done(s, m, folio);
+    return 0;
+}
+
+/* Walk one mapping: its present stretches as PAGEMAP_SCAN finds them, or,
+ * where the kernel has no PAGEMAP_SCAN (before 6.7) or the file is no real
+ * pagemap, the whole of it. 0, or -1 (walk_range). */
+static int walk(int pm, int kf, const struct sys *s, struct mapping *m)
+{
+    struct folio_walk w = {0, 0};
+    struct page_region reg[64];
+    m->mthp_kb = 0;
+    for (uint64_t at = m->start; at < m->end;) {
+        struct pm_scan_arg a = {sizeof(a), 0, at, m->end, 0, (uintptr_t)reg, 64, 0,
+                                0, PAGE_IS_PRESENT, 0, PAGE_IS_PRESENT};
+        long n = ioctl(pm, PAGEMAP_SCAN, &a);
+        if (n < 0) {
+            if (at != m->start)
+                return -1;
+            int rc = walk_range(pm, kf, s, m, m->start, m->end, &w);
+            folio_done(s, m, w.folio);
+            return rc;
+        }
+        for (long i = 0; i < n; i++) {
+            if (i == 0 || reg[i].start != reg[i - 1].end) {
+                folio_done(s, m, w.folio);  /* a hole ends a folio */
+                w.folio = 0;
+            }
+            if (walk_range(pm, kf, s, m, reg[i].start, reg[i].end, &w) != 0)
+                return -1;
+        }
+        if (a.walk_end <= at)
+            break;
+        at = a.walk_end;
+    }
+    folio_done(s, m, w.folio);
     return 0;
 }
 

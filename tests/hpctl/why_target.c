@@ -14,6 +14,8 @@
  *   stack      8 MiB, 2 MiB-aligned, MAP_STACK, no advice
  *   untouched  as thp, never touched
  *   hugetlb    4 MiB MAP_HUGETLB (the 2 MiB pool must have 2 free pages)
+ *   sparse     8 TiB MAP_NORESERVE, no advice, one page touched every 64 GiB (a
+ *              sanitizer's shadow, a runtime's reserved heap)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -64,7 +66,9 @@ int main(int argc, char **argv)
         touch = 0;
     else if (!strcmp(mode, "hugetlb"))
         advice = 0, len = 4 * M, extra = MAP_HUGETLB;
-    char *p = extra == MAP_HUGETLB
+    else if (!strcmp(mode, "sparse"))
+        advice = 0, len = (size_t)8 << 40, extra = MAP_NORESERVE, touch = 0;
+    char *p = extra == MAP_HUGETLB || extra == MAP_NORESERVE
                   ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0)
                   : aligned(len, skew, extra);
     if (!p || p == MAP_FAILED)
@@ -73,6 +77,9 @@ int main(int argc, char **argv)
         return perror("madvise"), 1;
     if (touch)
         memset(p, 1, len);
+    if (extra == MAP_NORESERVE)
+        for (size_t off = 0; off < len; off += (size_t)64 << 30)
+            p[off] = 1;
     printf("%lx %lx %d\n", (unsigned long)(uintptr_t)p, (unsigned long)len, (int)getpid());
     fflush(stdout);
     char buf[16];
