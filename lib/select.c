@@ -79,10 +79,10 @@ static uint64_t pool_short(const struct hp_backend_caps *caps, unsigned i, uint6
 }
 
 /* Does page size i of this backend suit the request? HP_WHY_CANDIDATE if
- * so, else why not (*short_pages for a short pool). A size other than the
- * one asked for is passed over for that first: its pool being short too
- * is not why. A page larger than the block would waste most of itself,
- * so it fits only when asked for. */
+ * so, else why not (*short_pages for a short pool). A page larger than the
+ * block would waste most of itself, so it fits only when asked for. A size
+ * other than the one asked for, or larger than the block, is passed over
+ * for that first: its pool being short too is not why. */
 static uint32_t page_fits(const struct hp_select_request *req, const struct hp_backend_caps *caps,
                           unsigned i, uint64_t wanted, uint64_t *short_pages)
 {
@@ -90,10 +90,11 @@ static uint32_t page_fits(const struct hp_select_request *req, const struct hp_b
     *short_pages = 0;
     if (wanted && ps != wanted)
         return HP_WHY_OTHER_SIZE;
+    if (!wanted && ps > req->len && ps > req->base_page_size)
+        return HP_WHY_LARGER;
     if ((*short_pages = pool_short(caps, i, req->len)) != 0)
         return HP_WHY_POOL_SHORT;
-    return wanted || ps <= req->len || ps <= req->base_page_size ? HP_WHY_CANDIDATE
-                                                                 : HP_WHY_LARGER;
+    return HP_WHY_CANDIDATE;
 }
 
 /* Waste of serving len with page size ps: THP and mTHP map the tail with

@@ -280,6 +280,16 @@ static void explain_says_why(void **state)
     n = explain(&r, notes, 64);
     assert_int_equal(find(notes, n, HUGETLB, 2 * M)->why, HP_WHY_LARGER);
     assert_int_equal(find(notes, n, THP, 2 * M)->why, HP_WHY_LARGER);
+    /* A page larger than the block is passed over for that, even when its
+     * pool is empty: the pool is not what keeps a 4 KiB block off it (the
+     * 1 GiB pool of a machine that has the size but reserved no page). */
+    caps[HUGETLB].pool_free[0] = caps[HUGETLB].pool_free[1] = 0;
+    r = req(4 * K, HP_F_REQUIRE_HUGE);
+    n = explain(&r, notes, 64);
+    assert_int_equal(find(notes, n, HUGETLB, 2 * M)->why, HP_WHY_LARGER);
+    assert_int_equal(find(notes, n, HUGETLB, G)->why, HP_WHY_LARGER);
+    caps[HUGETLB].pool_free[0] = 1000;
+    caps[HUGETLB].pool_free[1] = 2;
     /* Required huge pages drop base pages; a page size asked for rules
      * out the others. */
     r = req(4 * M, HP_F_REQUIRE_HUGE | HP_F_PAGE_2M);
