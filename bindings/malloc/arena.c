@@ -27,6 +27,16 @@
  * hugetlb arenas are reserved and populated by libhp when they are mapped,
  * so touching them can never SIGBUS. Arenas are never unmapped: freed
  * memory goes back to mimalloc, not to the kernel.
+ *
+ * Mapping ahead: once a program has needed a second arena it is growing,
+ * and each later arena would be mapped (and, from the pool, zeroed page by
+ * page) inside the malloc call that ran out, on the program's own thread.
+ * So after every growth from the second on, a helper thread maps the next
+ * arena in the background (HP_MALLOC_AHEAD, default on); the next growth
+ * takes it (waiting for the helper if it is still mapping) instead of
+ * mapping one itself. Only that one arena is ever ahead, not yet handed to
+ * mimalloc: at most a quarter of what the arenas hold (or one first
+ * arena's size), which stays mapped if the program stops growing.
  */
 #include "hpm.h"
 
@@ -35,6 +45,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -48,6 +59,20 @@ static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned narenas;
 static int libhp_refused;
 static size_t arena_total;  /* bytes of all arenas, under grow_lock */
+
+/* The arena mapped ahead (under ahead_lock; taken after grow_lock, never
+ * before it). The helper thread runs from_libhp with no lock held. */
+enum { AHEAD_IDLE, AHEAD_MAPPING, AHEAD_READY, AHEAD_OFF };
+static pthread_mutex_t ahead_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ahead_cond = PTHREAD_COND_INITIALIZER;
+static int ahead_state, ahead_thread;
+static struct arena {
+    void *a, *block;  /* the segment-aligned arena, the hp_alloc block that holds it */
+    size_t len;       /* usable bytes from a */
+    char backend[32];
+    uint64_t page_size;
+} ahead;
+static size_t ahead_want;
 
 unsigned hpm_arena_count(void)
 {
@@ -178,6 +203,118 @@ static void *from_mmap(size_t len)
     return (void *)a;
 }
 
+/* The arena after one of total bytes: a quarter of what the arenas hold,
+ * at least arena_min, at most MAX_GROWTH: every arena byte is populated
+ * when it comes from the hugetlb pool, so growing in small steps leaves
+ * less of it unused, while the arena count (MAX_ARENAS) still reaches
+ * about 60 GiB. */
+static size_t next_len(size_t total)
+{
+    size_t len = align_up(total / 4, HPM_SEGMENT);
+    if (len < hpm_opt.arena_min)
+        len = hpm_opt.arena_min;
+    return len > MAX_GROWTH ? MAX_GROWTH : len;
+}
+
+/* An arena of len bytes (at least need) from libhp, else, unless
+ * libhp_only, from plain mmap. 0, or -1. */
+static int map_new(struct arena *r, size_t len, size_t need, int libhp_only)
+{
+    snprintf(r->backend, sizeof(r->backend), "mmap");
+    r->page_size = 4096;
+    r->block = NULL;
+    r->len = len;
+    r->a = from_libhp(&r->len, need, r->backend, sizeof(r->backend), &r->page_size, &r->block);
+    if (!r->a && !libhp_only) {
+        snprintf(r->backend, sizeof(r->backend), "mmap");
+        r->page_size = 4096;
+        r->len = len;
+        r->block = r->a = from_mmap(len);
+    }
+    return r->a ? 0 : -1;
+}
+
+static void *ahead_main(void *arg)
+{
+    (void)arg;
+    hpm_busy++;  /* for good: this thread's allocations never call libhp */
+    pthread_mutex_lock(&ahead_lock);
+    for (;;) {
+        while (ahead_state != AHEAD_MAPPING)
+            pthread_cond_wait(&ahead_cond, &ahead_lock);
+        size_t len = ahead_want;
+        pthread_mutex_unlock(&ahead_lock);
+        struct arena r;
+        int rc = map_new(&r, len, len, 1);
+        pthread_mutex_lock(&ahead_lock);
+        if (rc == 0)
+            ahead = r;
+        ahead_state = rc == 0 ? AHEAD_READY : AHEAD_IDLE;
+        pthread_cond_broadcast(&ahead_cond);
+    }
+    return NULL;
+}
+
+/* The arena mapped ahead, into *r if it holds need bytes: 1, else 0 (it
+ * stays for a later growth). Waits while the helper is mapping it: that
+ * costs no more than mapping one here, and never two at once. */
+static int take_ahead(struct arena *r, size_t need)
+{
+    int took = 0;
+    pthread_mutex_lock(&ahead_lock);
+    while (ahead_state == AHEAD_MAPPING)
+        pthread_cond_wait(&ahead_cond, &ahead_lock);
+    if (ahead_state == AHEAD_READY && ahead.len >= need) {
+        *r = ahead;
+        ahead_state = AHEAD_IDLE;
+        took = 1;
+    }
+    pthread_mutex_unlock(&ahead_lock);
+    return took;
+}
+
+/* Have the helper map an arena of len bytes, unless one is there or on its
+ * way (the helper is started on first need, every signal blocked). */
+static void start_ahead(size_t len)
+{
+    if (!hpm_opt.ahead)
+        return;
+    pthread_mutex_lock(&ahead_lock);
+    if (ahead_state == AHEAD_IDLE && !ahead_thread) {
+        pthread_t t;
+        pthread_attr_t attr;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, ahead_main, NULL) == 0) {
+            ahead_thread = 1;
+            pthread_setname_np(t, "hpm-ahead");
+        }
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    if (ahead_state == AHEAD_IDLE && ahead_thread) {
+        ahead_want = len;
+        ahead_state = AHEAD_MAPPING;
+        pthread_cond_broadcast(&ahead_cond);
+    }
+    pthread_mutex_unlock(&ahead_lock);
+}
+
+/* At exit, before libhp's own teardown (this library's destructors run
+ * first: it depends on libhp): no helper may be inside hp_alloc then. An
+ * arena mapped ahead stays mapped, as every arena does. */
+__attribute__((destructor)) static void ahead_stop(void)
+{
+    pthread_mutex_lock(&ahead_lock);
+    while (ahead_state == AHEAD_MAPPING)
+        pthread_cond_wait(&ahead_cond, &ahead_lock);
+    ahead_state = AHEAD_OFF;
+    pthread_mutex_unlock(&ahead_lock);
+}
+
 int hpm_arena_grow(size_t min_len, unsigned seen)
 {
     pthread_mutex_lock(&grow_lock);
@@ -191,41 +328,34 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
         errno = ENOMEM;
         return -1;
     }
-    /* A quarter of what the arenas hold so far, at least arena_min, at
-     * most MAX_GROWTH: every arena byte is populated when it comes from
-     * the hugetlb pool, so growing in small steps leaves less of it
-     * unused, while the arena count (MAX_ARENAS) still reaches about
-     * 60 GiB. */
-    size_t len = align_up(arena_total / 4, HPM_SEGMENT);
-    if (len < hpm_opt.arena_min)
-        len = hpm_opt.arena_min;
-    if (len > MAX_GROWTH)
-        len = MAX_GROWTH;
     /* mimalloc needs a whole segment plus its own header for one object. */
-    size_t need = align_up(min_len + HPM_SEGMENT, HPM_SEGMENT);
+    size_t len = next_len(arena_total), need = align_up(min_len + HPM_SEGMENT, HPM_SEGMENT);
     if (need > len)
         len = need;
-    char backend[32] = "mmap";
-    uint64_t page_size = 4096;
-    void *block = NULL;
-    void *a = from_libhp(&len, need, backend, sizeof(backend), &page_size, &block);
-    if (!a) {
-        strcpy(backend, "mmap");
-        page_size = 4096;
-        block = a = from_mmap(len);
-    }
-    if (!a || !mi_manage_os_memory(a, len, true, false, true, -1)) {
+    struct arena r;
+    int ahead_used = take_ahead(&r, need);
+    if ((!ahead_used && map_new(&r, len, need, 0) < 0) ||
+        !mi_manage_os_memory(r.a, r.len, true, false, true, -1)) {
         /* The range stays mapped but unused: it cannot be told apart from a
          * half-registered arena inside mimalloc, so it is not unmapped. */
         pthread_mutex_unlock(&grow_lock);
         errno = ENOMEM;
         return -1;
     }
-    map_arena((uintptr_t)a, len);
-    arena_total += len;
+    map_arena((uintptr_t)r.a, r.len);
+    arena_total += r.len;
     atomic_store_explicit(&narenas, n + 1, memory_order_release);
+    if (ahead_used)
+        atomic_fetch_add(&hpm_ctr.arenas_ahead, 1);
     /* The stats count the whole block, alignment slack included. */
-    hpm_stats_arena(block, (size_t)((char *)a + len - (char *)block), backend, page_size);
+    hpm_stats_arena(r.block, (size_t)((char *)r.a + r.len - (char *)r.block), r.backend,
+                    r.page_size);
+    /* Ahead: what the next growth for a small object would map (it needs
+     * two segments, see need). */
+    if (n + 1 >= 2) {
+        size_t next = next_len(arena_total);
+        start_ahead(next > 2 * HPM_SEGMENT ? next : 2 * HPM_SEGMENT);
+    }
     pthread_mutex_unlock(&grow_lock);
     return 0;
 }
@@ -233,9 +363,24 @@ int hpm_arena_grow(size_t min_len, unsigned seen)
 void hpm_arena_atfork_prepare(void)
 {
     pthread_mutex_lock(&grow_lock);
+    pthread_mutex_lock(&ahead_lock);
 }
 
 void hpm_arena_atfork_release(void)
 {
+    pthread_mutex_unlock(&ahead_lock);
     pthread_mutex_unlock(&grow_lock);
+}
+
+void hpm_arena_atfork_child(void)
+{
+    /* The helper is not in the child. An arena it had mapped is the
+     * child's as well; one it was mapping is left to the parent (the
+     * child's copy of it, if the mapping was made before the fork, stays
+     * mapped, unused). */
+    ahead_thread = 0;
+    if (ahead_state == AHEAD_MAPPING)
+        ahead_state = AHEAD_IDLE;
+    pthread_cond_init(&ahead_cond, NULL);
+    hpm_arena_atfork_release();
 }

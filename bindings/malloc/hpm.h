@@ -33,6 +33,7 @@ struct hpm_options {
                                 HP_F_NOPOOL with HPM_POOL_OFF */
     uint64_t arena_flags;    /* the same for arenas: HP_F_NOPOOL unless HPM_POOL_ALL */
     int pool;                /* HP_MALLOC_POOL: one of the below */
+    int ahead;               /* HP_MALLOC_AHEAD: map the next arena ahead (arena.c) */
     const char *stats_path;  /* HP_MALLOC_STATS_FILE, or NULL for stderr */
 };
 /* What the hugetlb pool may serve (HP_MALLOC_POOL): nothing ("0"), large
@@ -88,7 +89,8 @@ static inline int hpm_arena_owns(const void *p)
 /* Arenas added so far (a generation count for retry loops). */
 unsigned hpm_arena_count(void);
 void hpm_arena_atfork_prepare(void);
-void hpm_arena_atfork_release(void);
+void hpm_arena_atfork_release(void);  /* in the parent */
+void hpm_arena_atfork_child(void);
 
 /* ---- bootstrap allocator (boot.c) ---- */
 /* For allocations made while hpm_busy is set and no arena can serve them
@@ -108,6 +110,7 @@ struct hpm_counters {
     _Atomic uint64_t remaps;           /* realloc served by hp_realloc */
     _Atomic uint64_t foreign_frees;    /* free() of pointers not ours (ignored) */
     _Atomic uint64_t boot_bytes;       /* bytes handed out by the bootstrap */
+    _Atomic uint64_t arenas_ahead;     /* arenas the helper had mapped ahead */
 };
 extern struct hpm_counters hpm_ctr;
 void hpm_large_account(size_t bytes);

@@ -37,6 +37,7 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void prepare_grow(void) { hpm_arena_atfork_prepare(); }
 static void release_grow(void) { hpm_arena_atfork_release(); }
+static void child_grow(void) { hpm_arena_atfork_child(); }
 
 static void init(void)
 {
@@ -59,7 +60,7 @@ static void init(void)
          * ENOENT on a one-node machine): here, where the caller keeps
          * errno, rather than in the program's first malloc. */
         mi_free(mi_malloc(1));
-        pthread_atfork(prepare_grow, release_grow, release_grow);
+        pthread_atfork(prepare_grow, release_grow, child_grow);
         atomic_store(&state, READY);
         atomic_store(&hpm_fast_max, hpm_opt.large_min);
     }

@@ -15,6 +15,7 @@
 struct hpm_options hpm_opt = {
     .large_min = (size_t)8 << 20,
     .arena_min = (size_t)64 << 20,
+    .ahead = 1,
 };
 
 void hpm_warn(const char *fmt, ...)
@@ -112,6 +113,15 @@ static int set_pool(const char *s)
     return 0;
 }
 
+static int set_ahead(const char *s)
+{
+    int v = parse_switch(s);
+    if (v < 0)
+        return -1;
+    hpm_opt.ahead = v;
+    return 0;
+}
+
 static int set_stats_file(const char *s)
 {
     if (s[0] != '/')
@@ -130,6 +140,8 @@ static const struct {
     {"HP_MALLOC_STATS", set_stats, "0, 1 (table at exit) or line (one line at exit)"},
     {"HP_MALLOC_STATS_FILE", set_stats_file, "an absolute path the stats are appended to"},
     {"HP_MALLOC_PAGE_SIZE", set_page_size, "a power of two from 4K (K/M/G suffix)"},
+    {"HP_MALLOC_AHEAD", set_ahead,
+     "1 or on (map the next arena on a helper thread once arenas grow; default), 0 or off"},
     {"HP_MALLOC_POOL", set_pool,
      "0 or off (never the hugetlb pool; default), 1 or on (large blocks), all (arenas too)"},
 };

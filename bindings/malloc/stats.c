@@ -227,6 +227,10 @@ void hpm_stats_atexit(void)
             emit(fd, line);
         }
         snprintf(line, sizeof(line),
+                 "libhp-malloc:   arenas mapped ahead by the helper thread: %llu\n",
+                 (unsigned long long)atomic_load(&hpm_ctr.arenas_ahead));
+        emit(fd, line);
+        snprintf(line, sizeof(line),
                  "libhp-malloc:   large blocks: %llu served by hp_alloc (%lluM asked), %llu "
                  "resized by hp_realloc, %llu refused (served by arenas)\n",
                  (unsigned long long)atomic_load(&hpm_ctr.large_allocs), lb,

@@ -795,6 +795,161 @@ static void t_fork_heap_writes_pool_large(void **state)
     assert_int_equal(big, 128 + SIGBUS);
 }
 
+/* ---- the next arena mapped ahead (HP_MALLOC_AHEAD, arena.c) ---- */
+
+/* Is a thread of this process named hpm-ahead? */
+static int ahead_thread_runs(void)
+{
+    char path[64], comm[32];
+    int found = 0;
+    for (int tid = 1; tid < 4194304 && !found; tid++) {
+        snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        found = fgets(comm, sizeof(comm), f) && !strncmp(comm, "hpm-ahead", 9);
+        fclose(f);
+    }
+    return found;
+}
+
+/* Small objects until the arenas have grown several times (HP_MALLOC_ARENA
+ * 32M, so about eight arenas for 240 MiB), each written with its index;
+ * with argument "fork", a second thread forks meanwhile (children that
+ * allocate and exit). Then every object is checked. Exits 0, or the line
+ * of the first check that failed. */
+#define AHEAD_N (240 * 1024 * 1024 / 64)
+static _Atomic int grow_done;
+
+static void *fork_while_growing(void *arg)
+{
+    (void)arg;
+    int forks = 0;
+    while (!atomic_load(&grow_done) || forks < 20) {
+        pid_t pid = fork();
+        if (pid < 0)
+            return (void *)1;
+        if (pid == 0) {
+            char *a = malloc(100), *b = malloc(1 << 20);
+            if (!a || !b)
+                _exit(3);
+            memset(a, 1, 100);
+            memset(b, 2, 1 << 20);
+            free(a);
+            free(b);
+            _exit(0);
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return (void *)2;
+        forks++;
+    }
+    return NULL;
+}
+
+static int ahead_child(const char *how)
+{
+    int forking = !strcmp(how, "fork");
+    pthread_t t;
+    alarm(120);
+    if (forking && pthread_create(&t, NULL, fork_while_growing, NULL) != 0)
+        return __LINE__;
+    uint64_t **v = malloc(AHEAD_N * sizeof(*v));
+    if (!v)
+        return __LINE__;
+    for (size_t i = 0; i < AHEAD_N; i++) {
+        v[i] = malloc(64);
+        if (!v[i])
+            return __LINE__;
+        v[i][0] = i;
+        v[i][7] = ~i;
+    }
+    int runs = ahead_thread_runs();
+    atomic_store(&grow_done, 1);
+    if (forking) {
+        void *rc;
+        if (pthread_join(t, &rc) != 0 || rc)
+            return __LINE__;
+    }
+    for (size_t i = 0; i < AHEAD_N; i++)
+        if (v[i][0] != i || v[i][7] != ~i)
+            return __LINE__;
+    const char *off = getenv("HP_MALLOC_AHEAD");
+    if (runs != !(off && !strcmp(off, "0")))
+        return __LINE__;
+    if (!strcmp(how, "exit"))
+        exit(0);  /* the helper may be mapping: exit waits for it */
+    for (size_t i = 0; i < AHEAD_N; i++)
+        free(v[i]);
+    free(v);
+    return 0;
+}
+
+/* Runs ahead_child(how) in a fresh process with HP_MALLOC_AHEAD=ahead and
+ * its stats in a file; returns how many arenas it took from the helper
+ * (-1: the child failed, after saying where). */
+static long run_ahead_child(const char *how, const char *ahead)
+{
+    char stats[] = "/tmp/libhp-ahead-XXXXXX";
+    int fd = mkstemp(stats);
+    assert_true(fd >= 0);
+    close(fd);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("HP_MALLOC_AHEAD", ahead, 1);
+        setenv("HP_MALLOC_ARENA", "32M", 1);
+        setenv("HP_MALLOC_STATS", "1", 1);
+        setenv("HP_MALLOC_STATS_FILE", stats, 1);
+        unsetenv("HP_MALLOC_POOL");
+        execl("/proc/self/exe", "test_malloc", "ahead-child", how, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    long taken = -1;
+    FILE *f = fopen(stats, "re");
+    char line[512];
+    while (f && fgets(line, sizeof(line), f))
+        sscanf(line, "libhp-malloc:   arenas mapped ahead by the helper thread: %ld", &taken);
+    if (f)
+        fclose(f);
+    unlink(stats);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        print_message("ahead-child %s (HP_MALLOC_AHEAD=%s): %s %d\n", how, ahead,
+                      WIFEXITED(st) ? "failed at line" : "killed by signal",
+                      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        return -1;
+    }
+    return taken;
+}
+
+/* docs/malloc.md: once the arenas have grown twice, a helper thread maps
+ * the next arena ahead and later growths take it; HP_MALLOC_AHEAD=0 turns
+ * that off. The objects are intact either way, the stats say which, and
+ * the helper is a thread of the program (hpm-ahead) only when on. */
+static void t_arenas_ahead(void **state)
+{
+    (void)state;
+    long on = run_ahead_child("check", "1"), off = run_ahead_child("check", "0");
+    print_message("arenas taken from the helper: %ld (on), %ld (off)\n", on, off);
+    assert_true(on >= 2);
+    assert_int_equal(off, 0);
+}
+
+/* A fork from another thread while the arenas grow (the helper mapping or
+ * holding an arena, at any moment): no deadlock (the child's alarm), every
+ * child allocates and exits, and exit() while the helper may be mapping
+ * waits for it rather than tearing libhp down under it. */
+static void t_arenas_ahead_fork_and_exit(void **state)
+{
+    (void)state;
+    assert_true(run_ahead_child("fork", "1") >= 1);
+    for (int i = 0; i < 5; i++)
+        assert_true(run_ahead_child("exit", "1") >= 0);
+}
+
 int main(int argc, char **argv)
 {
     if (getenv("HPTEST_VALGRIND")) {
@@ -811,6 +966,8 @@ int main(int argc, char **argv)
         return hp_first_child();
     if (argc > 1 && !strcmp(argv[1], "oom-child"))
         return oom_child();
+    if (argc > 2 && !strcmp(argv[1], "ahead-child"))
+        return ahead_child(argv[2]);
     if (argc > 2 && !strcmp(argv[1], "fork-child")) {
         char pool[8] = "";
         int write_big = 0;
@@ -841,6 +998,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(t_threads),
         cmocka_unit_test(t_fork_exec_threaded),
         cmocka_unit_test(t_oom),
+        cmocka_unit_test(t_arenas_ahead),
+        cmocka_unit_test(t_arenas_ahead_fork_and_exit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
