@@ -131,9 +131,12 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
     const char *fault = mapping_fault(m, len, page_size, align, guard);
     if (fault) {
         /* Unmap only what looks like a real mapping; a wild pointer from a
-         * broken plugin must never reach munmap. */
+         * broken plugin must never reach munmap, nor must memory that is
+         * another block's, a stack's or a cached range's (left alone, as
+         * for a valid result: it is its owner's). */
         if (m->map_addr && !((uintptr_t)m->map_addr & (hp_os_page_size() - 1)) && m->map_len &&
-            m->map_len < HP_MAX_LEN * 2 && hp_os_check_mapped(m->map_addr, m->map_len) == 0)
+            m->map_len < HP_MAX_LEN * 2 && hp_os_check_mapped(m->map_addr, m->map_len) == 0 &&
+            (b->own || !others_memory(m->map_addr, m->map_len, NULL, 1)))
             b->ops->unmap(b->self, m);
         return hp_fail(HP_EBACKEND, "backend %s returned an invalid mapping (%s: addr %p len %llu, "
                        "page size %llu for a request of %llu bytes at page size %llu)", b->name,
@@ -352,7 +355,12 @@ static unsigned candidates_ex(struct hp_core *c, const struct request *r,
         view[i].unproven = hp_backend_unproven(b);
         view[i].caps = NULL;
         if (b->ops) {
-            hp_backend_caps_now(b, r->len, hp_flags_page_size(r->flags), &caps[i]);
+            /* A request that names another backend never re-probes this
+             * one (a re-probe runs in the thread that finds it due): the
+             * last figures do. */
+            int other = r->backend && strcmp(r->backend, b->name) != 0;
+            hp_backend_caps_now(b, other ? 0 : r->len, other ? 0 : hp_flags_page_size(r->flags),
+                                &caps[i]);
             if (r->numa)
                 hp_numa_limit_caps(b, &r->pool_nodes, r->placement.mode != 0, &caps[i]);
             /* A thread held to some nodes gets fresh pages, never cached
@@ -532,9 +540,10 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
         /* Whole entries only: one that does not fit becomes " ...". */
         char entry[320];
         size_t used = strlen(tried);
+        const char *detail = hp_last_error_detail();
         snprintf(entry, sizeof(entry), "%s%s/%lluK: %s (%s)", used ? "; " : "", b->name,
                  (unsigned long long)(cand[i].page_size >> 10), hp_error_name(rc),
-                 hp_last_error_detail());
+                 detail[0] ? detail : "the backend gave no reason");
         if (used + strlen(entry) < sizeof(tried) - 5)
             memcpy(tried + used, entry, strlen(entry) + 1);
         else if (!strstr(tried, " ..."))
@@ -559,16 +568,32 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
  * there next. */
 static int32_t try_release(struct hp_block *b)
 {
-    int rc = b->backend->ops->unmap(b->backend->self, &b->m);
+    struct hp_backend *be = b->backend;
+    int32_t rc = hp_backend_status(be, "unmap", be->ops->unmap(be->self, &b->m));
+    char what[256];
+    snprintf(what, sizeof(what), "%s", hp_last_error_detail());
     if (rc != HP_OK && hp_os_check_mapped(b->m.addr, b->m.len) == -ENOMEM) {
-        rc = hp_fail(HP_EBACKEND, "backend %s: unmap of %p failed (%s) after unmapping it; "
-                     "the block is gone", b->backend->name, b->m.addr, hp_error_name(rc));
+        /* Part of the mapping may still be there: it is left alone (the
+         * addresses the plugin gave back may already be someone else's),
+         * and said. */
+        int rest = hp_os_any_mapped(b->m.map_addr, b->m.map_len) == 1;
+        rc = hp_fail(HP_EBACKEND, "backend %s: unmap of %p failed (%s%s%s) after unmapping %s "
+                     "of it; the block is gone%s", be->name, b->m.addr, hp_error_name(rc),
+                     what[0] ? ": " : "", what, rest ? "part" : "all",
+                     rest ? ", and what is left of its mapping stays mapped, lost" : "");
         free(b);
         return rc;
     }
     if (rc != HP_OK)
-        return hp_fail(HP_EOS, "backend %s could not unmap %p (%s); the block is still valid",
-                       b->backend->name, b->m.addr, hp_error_name(rc));
+        return hp_fail(HP_EOS, "backend %s could not unmap %p (%s%s%s); the block is still valid",
+                       be->name, b->m.addr, hp_error_name(rc), what[0] ? ": " : "", what);
+    /* A plugin's unmap is believed (the addresses may already be another
+     * mapping's, which must not be unmapped again), but one that left the
+     * whole block mapped is said (HP_DEBUG). */
+    if (!be->own && hp_os_check_mapped(b->m.map_addr, b->m.map_len) == 0)
+        hp_log("backend %s: unmap returned HP_OK, but %p (%llu bytes) is still mapped: left "
+               "alone (it may be another mapping's by now), lost if it is the plugin's",
+               be->name, b->m.map_addr, (unsigned long long)b->m.map_len);
     /* Pool pages came back: the next large request re-reads the figures. */
     if (b->m.flags & HP_MAP_POOL)
         hp_backend_mark_stale(b->backend);
@@ -690,8 +715,17 @@ static int32_t check_named(struct hp_core *c, const struct request *r)
     if (!r->backend)
         return HP_OK;
     struct hp_backend *b = hp_backend_by_name(c, r->backend);
-    if (!b)
+    if (!b) {
+        for (unsigned k = 0; k < c->n_rejected; k++) {
+            if (strcmp(c->rejected[k].name, r->backend))
+                continue;
+            char path[256];  /* a file's name may hold any byte */
+            hp_printable(path, sizeof(path), c->rejected[k].path ? c->rejected[k].path : "?");
+            return hp_fail(HP_ENOBACKEND, "backend \"%s\" was refused at load (%s): %s",
+                           r->backend, path, c->rejected[k].reason);
+        }
         return hp_fail(HP_ENOBACKEND, "no loaded backend named \"%s\"", r->backend);
+    }
     hp_backend_use_named(c, r->backend);  /* a third-party backend's first probe */
     /* b->caps is a hint (pool figures are re-read at most every 100 ms): a
      * backend the caller named is judged on fresh figures. */
@@ -833,21 +867,22 @@ static void restore_rw(const struct hp_backend *be, const char *op, void *addr, 
 }
 
 /* How far a mapping whose result broke a rule reaches, from known_end
- * (the end of pages known to be its own) towards claimed: to the end of
- * the VMA that holds its last known page, and on over PROT_NONE reserve.
- * Accessible memory in another VMA may be the program's (a result that
- * breaks the rules says nothing for sure): unmapping it would take it from
- * its owner, so it is never counted. */
-static char *reach(char *known_end, char *claimed)
+ * (the end of pages known to be its own) towards claimed: over mapped
+ * memory up to asked_end (the end of the size the plugin was asked for,
+ * where a remap's own pages lie), and on over PROT_NONE reserve only.
+ * Accessible memory further on may be the program's (a result that breaks
+ * the rules says nothing for sure): unmapping it would take it from its
+ * owner, so it is never counted. */
+static char *reach(char *known_end, char *claimed, char *asked_end)
 {
-    void *v;
-    if (claimed <= known_end || hp_os_vma_end(known_end - 1, &v) != 0)
+    if (claimed <= known_end)
         return known_end;
-    char *vend = v;
-    if (claimed <= vend)
-        return claimed;
-    return hp_os_check_layout(vend, (size_t)(claimed - vend), NULL, 0, NULL, 0) == 0 ? claimed
-                                                                                      : vend;
+    char *end = claimed < asked_end ? claimed : asked_end;
+    if (end <= known_end || hp_os_check_mapped(known_end, (size_t)(end - known_end)) != 0)
+        end = known_end;
+    if (claimed > end && hp_os_check_layout(end, (size_t)(claimed - end), NULL, 0, NULL, 0) == 0)
+        end = claimed;
+    return end;
 }
 
 static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_t new_len,
@@ -874,10 +909,12 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
                 hp_log("backend %s: the mapping its broken remap made (%p, %llu bytes) could "
                        "not be unmapped", be->name, (void *)gm,
                        (unsigned long long)got->map_len);
-        } else if (real && gm == om && got->map_len > old.map_len) {
+        } else if (gm == om && got->map_len > old.map_len) {
             /* Grown in place: unmap releases it all, as far as it is the
-             * plugin's. */
-            char *end = reach(om + old.map_len, gm + got->map_len);
+             * plugin's (reach: whatever map_len says past that). */
+            char *asked = (char *)old.addr + round_up(new_len, ps);
+            char *end = reach(om + old.map_len,
+                              got->map_len <= 2 * HP_MAX_LEN ? gm + got->map_len : asked, asked);
             if (!others_memory(om + old.map_len, (uint64_t)(end - om - old.map_len), old.addr, 0))
                 b->m.map_len = (uint64_t)(end - om);
         }
@@ -904,7 +941,7 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
         if (e > claimed && (uint64_t)(e - d) <= 2 * HP_MAX_LEN)
             claimed = e;
     }
-    char *end = reach(d + keep, claimed);
+    char *end = reach(d + keep, claimed, d + round_up(new_len, ps));
     if (others_memory(start, (uint64_t)(end - start), old.addr, 0)) {
         *left = REMAP_LOST;
         return hp_fail(HP_EBACKEND, "backend %s: remap %s, and the block is gone from its "
@@ -1008,6 +1045,10 @@ static int32_t remap_with(struct hp_block *b, uint64_t new_len, uint64_t flags,
                        "the thread's policy", strerror(-err));
             if (m->map_addr != b->m.map_addr)
                 b->origin = new_origin();
+            /* What the memory is (shared, pooled, carvable) does not change
+             * with its size: the block keeps its flags, whatever the plugin
+             * wrote there. */
+            m->flags = b->m.flags;
             b->m = *m;
             return HP_OK;
         }
@@ -1298,16 +1339,19 @@ HP_EXTERN(int32_t) hp_info(const void *p, struct hp_block_info *info)
      * (hp/backend.h): where it was readable and writable, it is again. */
     int was_rw = !b.backend->own && (measure || HP_OP(b.backend->ops, query)) &&
                  hp_os_check_rw(b.m.addr, b.m.len) == 0;
-    int64_t huge = measure ? measure(b.backend->self, &b.m) : -1;
-    if (measure && was_rw)
-        restore_rw(b.backend, "huge_bytes", b.m.addr, b.m.len);
-    /* More huge bytes than the mapping has is no measurement: the kernel's
-     * figure stands instead. */
-    if (huge < 0 || (uint64_t)huge > b.m.map_len) {
-        if (measure && huge > 0)
-            hp_log("backend %s: huge_bytes returned %lld for a %llu-byte mapping; measured "
-                   "instead", b.backend->name, (long long)huge, (unsigned long long)b.m.map_len);
-        huge = hp_core()->host.measure_huge_bytes(b.m.addr, b.m.len);
+    /* The kernel's figures first (verified, not claimed); the backend's
+     * own measure only where they cannot be read, and never more huge
+     * bytes than the mapping has. */
+    int64_t huge = hp_core()->host.measure_huge_bytes(b.m.addr, b.m.len);
+    if (huge < 0 && measure) {
+        huge = measure(b.backend->self, &b.m);
+        if (was_rw)
+            restore_rw(b.backend, "huge_bytes", b.m.addr, b.m.len);
+        if (huge > 0 && (uint64_t)huge > b.m.map_len) {
+            hp_log("backend %s: huge_bytes returned %lld for a %llu-byte mapping; not used",
+                   b.backend->name, (long long)huge, (unsigned long long)b.m.map_len);
+            huge = 0;
+        }
     }
     uint32_t size = info->size;
     struct hp_block_info full = {.size = size};

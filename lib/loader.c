@@ -40,9 +40,38 @@ static void host_set_detail(const char *msg)
     hp_set_detail(text);
 }
 
+/* The upcalls a plugin may call with any arguments: checked here, so that
+ * a wild range or pointer gets -errno, never a crash or a walk of the
+ * whole address space. */
 static int64_t host_measure(const void *addr, size_t len)
 {
+    uintptr_t base = hp_os_page_size(), a = (uintptr_t)addr & ~(base - 1);
+    if (!len || (uintptr_t)addr + len < (uintptr_t)addr)
+        return len ? -EINVAL : 0;
+    size_t span = (size_t)((uintptr_t)addr + len - a);
+    if (hp_os_check_mapped((void *)a, span) != 0)
+        return -ENOMEM;  /* not all of it is mapped (hp/backend.h) */
     return hp_measure_huge_bytes(addr, len);
+}
+
+static int host_page_node(const void *addr, int *node)
+{
+    return node ? hp_os_page_node(addr, node) : -EINVAL;
+}
+
+/* /proc and /sys files only, named without "." or ".." components (under
+ * HP_SYSFS_ROOT too: a plugin's path never leaves the tree). */
+static int64_t host_read_text(const char *path, char *buf, size_t cap)
+{
+    if (!buf || !cap)
+        return -EINVAL;
+    buf[0] = '\0';
+    if (!path || (strncmp(path, "/proc/", 6) && strncmp(path, "/sys/", 5)) ||
+        strstr(path, "/./") || strstr(path, "/../") ||
+        (strlen(path) >= 2 && !strcmp(path + strlen(path) - 2, "/.")) ||
+        (strlen(path) >= 3 && !strcmp(path + strlen(path) - 3, "/..")))
+        return -EACCES;
+    return hp_os_read_text(path, buf, cap);
 }
 
 static void init_host(struct hp_host *h)
@@ -56,7 +85,7 @@ static void init_host(struct hp_host *h)
     h->os_remap = hp_os_remap;
     h->os_advise = hp_os_advise;
     h->os_protect = hp_os_protect;
-    h->read_text = hp_os_read_text;
+    h->read_text = host_read_text;
     h->measure_huge_bytes = host_measure;
     h->base_page_size = hp_os_page_size();
     h->os_memfd = hp_os_memfd;
@@ -64,7 +93,7 @@ static void init_host(struct hp_host *h)
     h->os_close = hp_os_close_fd;
     h->os_mbind = hp_os_mbind;
     h->os_getcpu = hp_os_getcpu;
-    h->os_page_node = hp_os_page_node;
+    h->os_page_node = host_page_node;
 }
 
 /* dir/file on the heap, or NULL. */
@@ -131,6 +160,10 @@ static const char *invalid_caps(const struct hp_backend_caps *c, char *buf, size
         snprintf(buf, cap, "n_page_sizes is %u, at most %d", c->n_page_sizes, HP_MAX_PAGE_SIZES);
         return buf;
     }
+    if (c->available && c->n_page_sizes == 0) {
+        snprintf(buf, cap, "available with no page size (n_page_sizes is 0)");
+        return buf;
+    }
     for (uint32_t i = 0; i < c->n_page_sizes; i++) {
         unsigned long long s = c->page_sizes[i];
         if (s == 0 || (s & (s - 1))) {
@@ -176,6 +209,10 @@ static int probe(struct hp_backend *b, struct hp_backend_caps *out, char *why, s
         snprintf(why, cap, "invalid capability record: %s", bad);
         return HP_EBACKEND;
     }
+    /* Bits hp/backend.h does not define mean nothing: dropped. */
+    caps.flags &= HP_CAPS_REPROBE;
+    for (unsigned i = 0; i < HP_MAX_PAGE_SIZES; i++)
+        caps.page_flags[i] &= HP_PAGE_GUARANTEED | HP_PAGE_ADVISED;
     *out = caps;
     return HP_OK;
 }
@@ -460,10 +497,35 @@ static int keep_plugin_name(const char *name, void *ctx)
 /* Load every plugin of the trusted directory open at fd (taken over),
  * named dir in messages, in byte order of the file names (so the load
  * order does not depend on the directory's). */
+static int open_dir(const char *dir, const char *var, int builtin_dir);
+
+/* Is fd still the directory (dev, ino)? A plugin's constructor, init or
+ * probe may close any descriptor, and the number may then be another
+ * file's. An fstat that fails otherwise than with EBADF says nothing
+ * either way: the descriptor is taken to be ours still. */
+static int same_dir(int fd, const struct stat *was)
+{
+    struct stat st;
+    int rc = hp_os_fstat(fd, &st);
+    if (rc != 0)
+        return rc != -EBADF;
+    return st.st_dev == was->st_dev && st.st_ino == was->st_ino;
+}
+
 static void scan_fd(int fd, const char *dir, int builtin_dir)
 {
     struct name_list l = {0};
-    int rc = hp_os_each_dirent(fd, keep_plugin_name, &l);
+    struct stat was;
+    int rc = hp_os_fstat(fd, &was);
+    if (rc != 0) {
+        char reason[256];
+        snprintf(reason, sizeof(reason), "cannot read the backend directory: %s",
+                 strerror(-rc));
+        add_rejected(strdup(dir), "", reason);
+        hp_os_close(fd);
+        return;
+    }
+    rc = hp_os_each_dirent(fd, keep_plugin_name, &l);
     if (rc < 0) {
         char reason[256];
         snprintf(reason, sizeof(reason), "cannot read the backend directory: %s%s",
@@ -473,11 +535,33 @@ static void scan_fd(int fd, const char *dir, int builtin_dir)
     if (l.n)
         qsort(l.names, l.n, sizeof(*l.names), by_name);
     for (size_t i = 0; i < l.n; i++) {
-        load_plugin(fd, dir, l.names[i], builtin_dir);
+        if (fd >= 0 && i && !same_dir(fd, &was)) {
+            /* The last plugin closed it: open the directory again (checked
+             * again, and only if it is the same one), never use the
+             * number, which is no longer ours. */
+            char shown[256], reason[512];
+            hp_printable(shown, sizeof(shown), l.names[i - 1]);
+            hp_log("loader: the descriptor of %s was closed while %s loaded; opening the "
+                   "directory again", dir, shown);
+            fd = open_dir(dir, builtin_dir ? "HP_BACKEND_DIR" : "HP_BACKEND_PATH", builtin_dir);
+            if (fd >= 0 && !same_dir(fd, &was)) {
+                hp_os_close(fd);
+                fd = -1;
+            }
+            if (fd < 0) {
+                snprintf(reason, sizeof(reason), "the rest of the directory is not loaded: its "
+                         "descriptor was closed while %s loaded, and it cannot be opened again "
+                         "as the same directory", shown);
+                add_rejected(strdup(dir), "", reason);
+            }
+        }
+        if (fd >= 0)
+            load_plugin(fd, dir, l.names[i], builtin_dir);
         free(l.names[i]);
     }
     free(l.names);
-    hp_os_close(fd);
+    if (fd >= 0 && same_dir(fd, &was))
+        hp_os_close(fd);
 }
 
 /* Open the directory dir for scanning; -1 if it cannot be (listed as
@@ -530,9 +614,14 @@ static void scan_dirs(const struct hp_options *o)
         hp_log("loader: out of memory, no plugin loaded");
         return;
     }
+    /* HP_BACKEND_DIR is read last, but known first (so that
+     * HP_BACKEND_PATH does not read it twice); it is opened again then, as
+     * a plugin loaded meanwhile may close any descriptor. */
     int builtin_fd = open_dir(o->backend_dir, "HP_BACKEND_DIR", 1);
-    if (builtin_fd >= 0)
+    if (builtin_fd >= 0) {
         seen_dir(builtin_fd, ids, &n_ids);
+        hp_os_close(builtin_fd);
+    }
     const char *p = o->backend_path;
     for (unsigned i = 0; p && i < o->n_backend_path; i++) {
         size_t len = strcspn(p, ":");
@@ -550,7 +639,7 @@ static void scan_dirs(const struct hp_options *o)
         }
         free(dir);
     }
-    if (builtin_fd >= 0)
+    if (builtin_fd >= 0 && (builtin_fd = open_dir(o->backend_dir, "HP_BACKEND_DIR", 1)) >= 0)
         scan_fd(builtin_fd, o->backend_dir, 1);
     free(ids);
 }
@@ -616,16 +705,33 @@ static void load_all(void)
                 core.init_error = HP_EENV;
                 snprintf(core.init_detail, sizeof(core.init_detail),
                          "HP_BACKENDS names unknown backend \"%s\"; known:", name);
+                unsigned listed = 0, nameless = 0;
+                const struct hp_rejected *first_nameless = NULL;
                 for (unsigned k = 0; k < core.n + core.n_rejected; k++) {
                     size_t used = strlen(core.init_detail);
                     const char *known_name = k < core.n ? core.backends[k].name
                                                         : core.rejected[k - core.n].name;
+                    if (!known_name[0]) {  /* refused before its name was read */
+                        if (!nameless++)
+                            first_nameless = &core.rejected[k - core.n];
+                        continue;
+                    }
                     if (used + strlen(known_name) + 6 >= sizeof(core.init_detail)) {
                         snprintf(core.init_detail + used, sizeof(core.init_detail) - used, " ...");
                         break;
                     }
                     snprintf(core.init_detail + used, sizeof(core.init_detail) - used, "%s %s",
-                             k ? "," : "", known_name);
+                             listed++ ? "," : "", known_name);
+                }
+                /* It may be one of those, which hpctl status lists. */
+                if (first_nameless) {
+                    size_t used = strlen(core.init_detail);
+                    char path[256];  /* a file's name may hold any byte */
+                    hp_printable(path, sizeof(path),
+                                 first_nameless->path ? first_nameless->path : "?");
+                    snprintf(core.init_detail + used, sizeof(core.init_detail) - used,
+                             "; %u plugin file(s) refused before their name was read, the "
+                             "first %s: %s", nameless, path, first_nameless->reason);
                 }
                 break;
             }

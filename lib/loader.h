@@ -107,7 +107,9 @@ struct hp_core *hp_core(void);
  * again first when its figures are older than HP_REPROBE_NS or were marked
  * stale, and only when the request could use it: a page size it lists was
  * asked for (wanted), or len reaches its smallest page size. Small requests
- * never pay for sysfs reads. len = UINT64_MAX re-probes whenever stale. */
+ * never pay for sysfs reads. len = UINT64_MAX re-probes whenever stale,
+ * len = 0 with wanted = 0 never. The re-probe runs in the calling thread
+ * (others meanwhile copy the last figures). */
 void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,
                          struct hp_backend_caps *out);
 

@@ -638,31 +638,26 @@ int hp_os_check_rw(const void *addr, size_t len)
     return hp_os_check_layout(addr, len, addr, len, addr, len);
 }
 
-struct vma_end_walk {
-    uintptr_t addr, end;
+struct overlap_walk {
+    uintptr_t lo, hi;
+    int found;
 };
 
-static int vma_end_line(const char *line, void *ctx)
+static int overlap_line(const char *line, void *ctx)
 {
-    struct vma_end_walk *w = ctx;
+    struct overlap_walk *w = ctx;
     unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || hi <= w->addr)
+    if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || hi <= w->lo)
         return 0;
-    if (lo <= w->addr)
-        w->end = hi;
-    return 1;  /* VMAs come in address order: found, or not mapped */
+    w->found = lo < w->hi;
+    return 1;
 }
 
-int hp_os_vma_end(const void *addr, void **end)
+int hp_os_any_mapped(const void *addr, size_t len)
 {
-    struct vma_end_walk w = {(uintptr_t)addr, 0};
-    int rc = hp_os_each_line("/proc/self/maps", vma_end_line, &w);
-    if (rc < 0)
-        return rc;
-    if (!w.end)
-        return -ENOMEM;
-    *end = (void *)w.end;
-    return 0;
+    struct overlap_walk w = {(uintptr_t)addr, (uintptr_t)addr + len, 0};
+    int rc = hp_os_each_line("/proc/self/maps", overlap_line, &w);
+    return rc < 0 ? rc : w.found;
 }
 
 struct kps_walk {

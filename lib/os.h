@@ -169,11 +169,9 @@ int hp_os_check_rw(const void *addr, size_t len);
 int hp_os_check_layout(const void *addr, size_t len, const void *keep, size_t keep_len,
                        const void *rw, size_t rw_len);
 
-/* The end of the VMA that holds addr (/proc/self/maps), in *end: how far
- * one mapping reaches, for a plugin's result that cannot be trusted to
- * say. 0, -ENOMEM if addr is not mapped, another -errno if the maps
- * cannot be read. */
-int hp_os_vma_end(const void *addr, void **end);
+/* 1 if some page of [addr, addr+len) is mapped, 0 if none is
+ * (/proc/self/maps), -errno if the maps cannot be read. */
+int hp_os_any_mapped(const void *addr, size_t len);
 
 /* The KernelPageSize of the VMA that holds addr, in bytes (/proc/self/smaps;
  * Documentation/filesystems/proc.rst: the page size of a hugetlb VMA, else

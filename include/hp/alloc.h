@@ -217,7 +217,8 @@ struct hp_block_info {
  * info->size too small), HP_EFOREIGN, HP_EINTERIOR or HP_EDOUBLEFREE.
  * huge_bytes is read from the kernel now: page flags (/proc/self/pagemap and
  * /proc/kpageflags, exact for hugetlb, THP and mTHP) where they are readable,
- * else smaps, or the backend's own measure. numa_node, fd and fd_offset are
+ * else smaps; only where neither can be read, the backend's own measure
+ * (hp/backend.h, huge_bytes). numa_node, fd and fd_offset are
  * the backend's answer to its query op (-1, -1, 0 without one; a caller
  * whose struct ends before them, as in libhp 1.0, gets the rest).
  * backend names the backend serving the block now: hp_realloc may have

@@ -66,14 +66,30 @@
  * that hangs blocks only the requests that name its backend while its
  * first probe runs (they wait for it); everyone else, hp_reprobe,
  * hp_backend_get and fork included, uses the figures of its last probe
- * meanwhile (a deferred backend: unavailable). Under
+ * meanwhile (a deferred backend: unavailable). A re-probe runs in the
+ * thread whose call found it due (a request that could use the backend and
+ * names no other one, hp_backend_get, hp_reprobe), which waits for it;
+ * other threads go on with the last figures, so a re-probe that hangs
+ * blocks that one call. The load-time probe and init run inside libhp's
+ * start-up, which every thread's first libhp call waits for: an init or
+ * probe that waits for another thread that calls libhp never returns, and
+ * neither does that first call (a call back into libhp from the same
+ * thread fails with HP_ENOTSUP instead, hp/errors.h). Under
  * HP_DEBUG=1 the core logs "probing <file> (<name>)" before each call to
  * probe, and "loading <file>" before dlopen runs the plugin's constructors:
  * a probe that crashes takes the process down (libhp catches no signal),
  * and that log's last line names the file.
  * Every op returns HP_OK or a negative hp_error code and may call
  * host->set_detail to explain a failure; the detail reaches the application
- * as hp_last_error_detail() of the call that failed.
+ * as hp_last_error_detail() of the call that failed. errno is not saved
+ * around ops: what an op leaves there the application may see after a
+ * successful call (libhp promises nothing about errno, hp/errors.h).
+ * Flag bits this header does not define (in caps->flags, page_flags,
+ * hp_mapping.flags) are ignored: the core acts on none of them (and hands
+ * hp_mapping.flags back to the plugin's ops as they were). A mapping whose
+ * addr is not its map_addr is never carved, HP_MAP_CARVABLE or not, and a
+ * remap does not change what a block is: the core keeps the block's flags
+ * from its map.
  *
  * LIFETIME OF host: the entry point and init receive the same pointer,
  * valid (with every upcall in it) until fini returns; keep either.
@@ -92,7 +108,9 @@
  * the application holds no live block: a program that ends with blocks
  * allocated skips every fini, since a later destructor of the program may
  * still free them (the process is ending; the state goes with it). No op
- * is called after fini.
+ * is called after fini. fini must not call libhp: the core is shutting
+ * down around it (a call is not refused, and may even reach this plugin's
+ * own map).
  *
  * probe: a backend that works but cannot serve on this machine returns
  * HP_OK with available = 0 and says why in caps->reason. A probe that
@@ -155,10 +173,14 @@ struct hp_host {
     /* mprotect(2). addr aligned to the base page. */
     int (*os_protect)(void *addr, size_t len, int prot);
     /* Read a /proc or /sys file into buf (NUL-terminated, truncated to
-     * cap - 1). Returns the length or -errno. Paths are absolute. */
+     * cap - 1). Returns the length or -errno. Paths are absolute, start
+     * with /proc/ or /sys/ and have no "." or ".." component: any other
+     * gets -EACCES (under HP_SYSFS_ROOT, a path never leaves that tree). */
     int64_t (*read_text)(const char *path, char *buf, size_t cap);
     /* Bytes of [addr, addr+len) that the kernel backs with pages larger than
-     * the base page right now (smaps, or page flags for mTHP), or -errno. */
+     * the base page right now (smaps, or page flags for mTHP), or -errno:
+     * -ENOMEM at once when some page of the range is not mapped, -EINVAL
+     * when it wraps. */
     int64_t (*measure_huge_bytes)(const void *addr, size_t len);
     /* Base page size of the machine. */
     uint64_t base_page_size;
@@ -185,7 +207,8 @@ struct hp_host {
      * node of the page holding addr (on a one-node machine, 0). addr lies
      * in a mapping of this process. Never faults a page in: -ENOENT when
      * the base page at addr is not resident (mincore(2)), so the node is
-     * not known yet; -ENOSYS where the kernel has no NUMA support. Appended
+     * not known yet; -ENOSYS where the kernel has no NUMA support; -ENOMEM
+     * when addr is not mapped; -EINVAL when node is NULL. Appended
      * after os_getcpu: a plugin that may run on a core whose host->size
      * ends before this field checks host->size first. */
     int (*os_page_node)(const void *addr, int *node);
@@ -269,7 +292,10 @@ struct hp_backend_caps {
  * writable before, without that access has it restored by the core
  * (logged under HP_DEBUG). The contents are not checked (reading every byte would
  * cost what the block saves): a plugin that hands out memory that is not
- * zero, or not private, breaks its callers' blocks without an error; nor
+ * zero, or not private, or that can SIGBUS (a MAP_SHARED object shrunk
+ * later, a reservation it never made), or an advise that replaces the
+ * block's pages (the core checks only that the block stays mapped, read
+ * and write), breaks its callers' blocks without an error; nor
  * can the core tell memory the plugin mapped from memory of the program's
  * that a plugin reports as its committed bytes or its guard. The core makes the guard
  * PROT_NONE itself (one mprotect, which changes nothing when the plugin did
@@ -396,9 +422,9 @@ struct hp_block_query {
  *   address, or at the result's map_addr plus the block's old offset in
  *   its mapping (where mremap leaves them), and only where no other block,
  *   stack or cached range of libhp's lies; the mapping found there
- *   reaches no further than the VMA that holds the block's pages and
- *   PROT_NONE reserve after it (accessible memory in another VMA may be
- *   the program's, so it is never unmapped). A shrink found there is used
+ *   reaches no further than the size asked for and PROT_NONE reserve
+ *   after it (accessible memory further on may be the program's, so it is
+ *   never unmapped). A shrink found there is used
  *   as it is; for growth the core moves the pages back to the caller's
  *   address (onto free address space only) and goes on with a copy. Pages
  *   found nowhere make hp_realloc fail and the block is lost (its memory
@@ -406,7 +432,10 @@ struct hp_block_query {
  *   with HP_MAP_POOL or HP_MAP_SHARED runs inside the fork fence (the pages
  *   must not be moved while a fork copies the address space): fork() in
  *   other threads, and resizes of other such blocks, wait until it returns,
- *   so a remap that hangs stops them too.
+ *   so a remap that hangs stops them too. A fork() from inside that remap
+ *   (its own thread holds the fence) is not held back, which would wait
+ *   for ever: it goes on, and so does the remap, in both processes,
+ *   without the fence's protection.
  * Every op returns HP_OK or a code of hp/errors.h; any other value is
  *   taken as HP_EBACKEND ("<op> returned unknown status N").
  * advise: apply HP_F_POPULATE / HP_F_COLLAPSE to an existing mapping. A
@@ -418,14 +447,24 @@ struct hp_block_query {
  * unmap: release [map_addr, map_addr + map_len). When it fails at
  *   hp_free, hp_free returns HP_EOS naming the backend and the block stays
  *   the caller's (a later hp_free may succeed); when the block's memory is
- *   gone all the same, hp_free returns HP_EBACKEND ("the block is gone")
- *   and the address is no block of libhp's any more. A cached range whose unmap
+ *   gone all the same, hp_free returns HP_EBACKEND ("the block is gone";
+ *   "after unmapping part of it ... what is left of its mapping stays
+ *   mapped, lost" when the plugin released only part: the rest is not
+ *   unmapped by the core, as those addresses may be another mapping's by
+ *   then) and the address is no block of libhp's any more. An unmap that
+ *   returns HP_OK is believed; one that left the whole mapping in place
+ *   is logged under HP_DEBUG ("still mapped"), not undone. A cached range whose unmap
  *   fails twice is lost: logged under HP_DEBUG, and hp_cache_trim still
  *   returns HP_OK (nobody can use the range again).
- * huge_bytes: huge-backed bytes of m now; NULL: host->measure_huge_bytes.
- *   A negative value, or one above map_len, is not used: hp_info reports
- *   host->measure_huge_bytes instead (and HP_DEBUG logs an oversized one).
+ * huge_bytes: huge-backed bytes of m now, for memory the kernel cannot
+ *   measure: hp_info reports host->measure_huge_bytes (the kernel's
+ *   figures) and calls huge_bytes only when that fails; a negative value
+ *   there, or one above map_len, counts as 0 (HP_DEBUG logs an oversized
+ *   one). A plugin cannot make hp_info claim huge pages the kernel does
+ *   not show.
  * query: fill q about m (see struct hp_block_query); NULL: all unknown.
+ *   A query that fails is as one that knows nothing: hp_info still returns
+ *   HP_OK, with numa_node and fd -1 (its detail is not kept).
  *   hp_info reports a numa_node outside 0..1023 (Linux's largest
  *   MAX_NUMNODES) and an fd that is not an open descriptor as -1; an open
  *   descriptor and its fd_offset are reported as given (the core cannot

@@ -9,7 +9,12 @@
  * libhp starts up at its first call, and that start-up allocates. A libhp
  * call made from inside it on the same thread (by an allocator interposed
  * on malloc that calls libhp back) fails with HP_ENOTSUP instead of waiting
- * for itself; calls work again once the start-up has returned.
+ * for itself; calls work again once the start-up has returned (the same
+ * holds for a plugin's init and first probe, which run inside it).
+ *
+ * errno: libhp reports through these codes, never errno, and does not
+ * keep errno across a call: like most library calls, a libhp call may
+ * change errno whether it succeeds or fails.
  */
 #ifndef HP_ERRORS_H
 #define HP_ERRORS_H

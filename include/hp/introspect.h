@@ -45,7 +45,9 @@ struct hp_backend_info {
 };
 #define HP_BACKEND_INFO_INIT {sizeof(struct hp_backend_info), 0, 0, 0, {0}, {0}, {0}, {0}, {0}, {0}}
 
-/* Number of entries in the backend list (>= 1). Thread-safe. */
+/* Number of entries in the backend list (>= 1; 0 when called from inside
+ * libhp's start-up, by a plugin's init or first probe: hp/errors.h).
+ * Thread-safe. */
 HP_EXTERN(int32_t) hp_backend_count(void);
 
 /* Fill info for entry index (0 <= index < hp_backend_count()). Pool figures
@@ -56,7 +58,10 @@ HP_EXTERN(int32_t) hp_backend_get(uint32_t index, struct hp_backend_info *info);
 /* Probe every backend again now. libhp reads pool counters again at most
  * every 100 ms, and THP/mTHP switches only at load; call this after
  * changing kernel settings (nr_hugepages, THP enabled) to see them at once.
- * Returns HP_OK or HP_EENV. Thread-safe. */
+ * The probes run in the calling thread, one after another: a plugin's
+ * probe that hangs hangs this call (other threads use the last figures).
+ * Returns HP_OK or HP_EENV (HP_ENOTSUP when called from inside libhp's
+ * start-up, as every call: hp/errors.h). Thread-safe. */
 HP_EXTERN(int32_t) hp_reprobe(void);
 
 HP_END_DECLS

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PMD (UINT64_C(2) << 20)
@@ -37,12 +38,18 @@ static uint64_t round_up(uint64_t v, uint64_t unit)
 
 static int b_init(const struct hp_host *h, void **self)
 {
-    (void)h;
     *self = NULL;
     const char *c = getenv("HP_BROKEN_CASE");
     for (int i = 0; c && i < BC_COUNT; i++)
         if (!strcmp(c, broken_case_names[i]))
             bcase = (enum broken_case)i;
+    if (bcase == BC_INIT_CLOSES_FDS)  /* the daemon idiom, inside the loader's walk */
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+    if (bcase == BC_INIT_FAILS) {
+        h->set_detail("broken: init refuses");
+        return HP_EINVAL;
+    }
     return HP_OK;
 }
 
@@ -66,8 +73,20 @@ static int b_probe(void *self, struct hp_backend_caps *caps)
         rewrite->map = NULL;  /* const broken: the host must not see it */
         rewrite->size = 8;
     }
+    if (bcase == BC_UPCALLS_WILD) {
+        /* Each gets -errno at once: no walk of 128 TiB, no file outside
+         * /proc and /sys, no write through NULL. */
+        char buf[64];
+        int64_t huge = host->measure_huge_bytes((void *)0x1000, (size_t)1 << 47);
+        int64_t text = host->read_text("/proc/../etc/passwd", buf, sizeof(buf));
+        int node = host->os_page_node(&huge, NULL);
+        if (huge >= 0 || text >= 0 || node >= 0) {
+            host->set_detail("broken: an upcall answered a wild call");
+            return HP_EINVAL;
+        }
+    }
     caps->available = bcase == BC_AVAILABLE_7 ? 7 : 1;
-    caps->n_page_sizes = bcase == BC_MAP_FAKE_1G ? 3 : 2;
+    caps->n_page_sizes = bcase == BC_MAP_FAKE_1G ? 3 : bcase == BC_AVAILABLE_NO_SIZES ? 0 : 2;
     caps->page_sizes[0] = host->base_page_size;
     caps->page_sizes[1] = PMD;
     caps->page_sizes[2] = UINT64_C(1) << 30;  /* map-fake-1g: base pages, said to be 1 GiB */
@@ -105,6 +124,8 @@ static int good_map(const struct hp_map_request *req, struct hp_mapping *out)
     out->map_addr = map;
     out->map_len = guard + len;
     out->page_size = ps;
+    if (bcase == BC_REMAP_FORK_POOL)
+        out->flags = HP_MAP_POOL;  /* so that its remap runs inside the fork fence */
     return HP_OK;
 }
 
@@ -121,9 +142,12 @@ static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping
         host->set_detail("broken: no memory" TERMINAL_TRICKS);
         return HP_ENOMEM;
     case BC_MAP_ALIAS:
+    case BC_MAP_ALIAS_SIZE:
         if (first.addr && req->len <= first.len && req->page_size == first.page_size &&
             !req->guard) {
             *out = first;  /* a live block's memory, handed out twice */
+            if (bcase == BC_MAP_ALIAS_SIZE)  /* and a rule broken that unmaps a result */
+                out->page_size = out->page_size == PMD ? host->base_page_size : PMD;
             return HP_OK;
         }
         break;
@@ -167,6 +191,17 @@ static int b_unmap(void *self, const struct hp_mapping *m)
         host->set_detail("broken: unmapped, then failed");
         return HP_EINVAL;
     }
+    if (bcase == BC_UNMAP_PARTIAL) {
+        host->os_unmap(m->map_addr, round_up(m->map_len / 2, host->base_page_size));
+        host->set_detail("broken: unmapped half, then failed");
+        return HP_EOS;
+    }
+    if (bcase == BC_UNMAP_POSITIVE) {
+        host->os_unmap(m->map_addr, m->map_len);
+        return 3;
+    }
+    if (bcase == BC_UNMAP_NOOP)
+        return HP_OK;
     return host->os_unmap(m->map_addr, m->map_len) ? HP_EINVAL : HP_OK;
 }
 
@@ -205,6 +240,14 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
     uint64_t base = host->base_page_size, len = round_up(new_len, m->page_size);
     struct hp_mapping old = *m;
     int rc;
+    if (bcase == BC_REMAP_FORK_POOL) {
+        /* fork from inside the op (the fork fence is held: pool block). */
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(0);
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
+    }
     switch (bcase) {
     case BC_REMAP_POSITIVE:
         return 5;
@@ -318,8 +361,8 @@ static int64_t b_huge_bytes(void *self, const struct hp_mapping *m)
     (void)self;
     if (bcase == BC_HUGE_BYTES_OVER)
         return (int64_t)(2 * m->map_len);
-    if (bcase == BC_HUGE_BYTES_READONLY)
-        host->os_protect(m->addr, m->len, PROT_READ);
+    if (bcase == BC_HUGE_BYTES_LIE)
+        return (int64_t)m->map_len;
     return host->measure_huge_bytes(m->addr, m->len);
 }
 
@@ -370,5 +413,7 @@ HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_
         changed.kind = HP_KIND_THP;
     if (c && !strcmp(c, "name-dash"))
         changed.name = "-broken";
+    if (c && !strcmp(c, "entry-null"))
+        return NULL;
     return &changed;
 }

@@ -55,8 +55,20 @@
     X(BC_REMAP_MAP_TOP, "remap-map-top")   /* moved, map_len up to the top of user space */ \
     X(BC_REMAP_INPLACE_TOP, "remap-inplace-top") /* grown in place, len short, map_len */ \
                                                  /* up to the top of user space */        \
-    X(BC_HUGE_BYTES_READONLY, "huge-bytes-readonly") /* huge_bytes makes it PROT_READ */  \
-    X(BC_QUERY_READONLY, "query-readonly") /* query makes the block PROT_READ */
+    X(BC_HUGE_BYTES_LIE, "huge-bytes-lie") /* huge_bytes: the whole mapping, base pages */ \
+    X(BC_QUERY_READONLY, "query-readonly") /* query makes the block PROT_READ */          \
+    X(BC_MAP_ALIAS_SIZE, "map-alias-size") /* map: the first block's mapping, page size */ \
+                                           /* wrong too */                                \
+    X(BC_UNMAP_PARTIAL, "unmap-partial")   /* unmap: the first half, then HP_EOS */        \
+    X(BC_UNMAP_POSITIVE, "unmap-positive") /* unmap: unmaps, then status 3 */              \
+    X(BC_UNMAP_NOOP, "unmap-noop")         /* unmap: HP_OK, nothing unmapped */            \
+    X(BC_REMAP_FORK_POOL, "remap-fork-pool") /* blocks HP_MAP_POOL; remap forks first */   \
+    X(BC_AVAILABLE_NO_SIZES, "available-no-sizes") /* probe: available, no page size */   \
+    X(BC_UPCALLS_WILD, "upcalls-wild")     /* probe: measure 2^47 bytes, read /proc/.., */ \
+                                           /* os_page_node with node NULL */               \
+    X(BC_INIT_FAILS, "init-fails")         /* init: HP_EINVAL with a detail */             \
+    X(BC_ENTRY_NULL, "entry-null")         /* the entry point returns NULL */               \
+    X(BC_INIT_CLOSES_FDS, "init-closes-fds") /* init: closes every descriptor from 3 */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

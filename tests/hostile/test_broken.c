@@ -53,6 +53,11 @@ enum scenario {
     SC_UNAVAILABLE,    /* named, the plugin shows as unavailable with the reason */
     SC_ALLOC_1G,       /* hp_alloc_ex naming the plugin, HP_F_PAGE_1G, must fail */
     SC_FREE_GONE,      /* hp_free fails, the block is gone and no longer libhp's */
+    SC_FREE_LOGGED,    /* hp_free succeeds, and a debug line says what the plugin did */
+    SC_GROW_WORKS,     /* hp_realloc grows a block, its bytes intact, nothing said */
+    SC_REFUSED_NAMED,  /* refused at load; a request naming it gets the reason */
+    SC_REFUSED_NAMELESS, /* refused before its name was read; HP_BACKENDS naming it */
+    SC_BUILTINS_LOADED, /* every built-in backend loaded, whatever the plugin did */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -89,7 +94,7 @@ static const struct bcase cases[] = {
     {BC_MAP_NEGATIVE, SC_ALLOC, "unknown status -999", 0},
     {BC_PROBE_HANGS, SC_PROBE_HANG, NULL, 0},
     {BC_ADVISE_NEGATIVE, SC_POPULATE, "unknown status -999", 0},
-    {BC_HUGE_BYTES_OVER, SC_INFO, "huge_bytes returned", 0},
+    {BC_HUGE_BYTES_OVER, SC_INFO, NULL, 0},
     {BC_QUERY_GARBAGE, SC_INFO, NULL, 0},
     {BC_MAP_ALIAS, SC_ALIAS, "memory of another block", 0},
     {BC_MAP_READONLY, SC_ALLOC, "not readable and writable", 0},
@@ -109,11 +114,21 @@ static const struct bcase cases[] = {
     {BC_ADVISE_READONLY, SC_POPULATE, "not readable and writable", 0},
     {BC_PROBE_NAMES_SELF, SC_WORKS, NULL, 0},
     {BC_MAP_LEN_DOUBLE, SC_ALLOC, "accessible memory outside", F_PLUGIN_LEAKS},
-    {BC_REMAP_MAP_DOUBLE, SC_GROW, "accessible memory outside", 0},
+    {BC_REMAP_MAP_DOUBLE, SC_GROW, "accessible memory outside", F_PLUGIN_LEAKS},
     {BC_REMAP_MAP_TOP, SC_GROW, "unmapped address space", 0},
     {BC_REMAP_INPLACE_TOP, SC_GROW, "len shorter than requested", 0},
-    {BC_HUGE_BYTES_READONLY, SC_INFO, "huge_bytes left the block's pages", 0},
+    {BC_HUGE_BYTES_LIE, SC_INFO, NULL, 0},
     {BC_QUERY_READONLY, SC_INFO, "query left the block's pages", 0},
+    {BC_MAP_ALIAS_SIZE, SC_ALIAS, "page_size is not the one requested", 0},
+    {BC_UNMAP_PARTIAL, SC_FREE_GONE, "after unmapping part", F_PLUGIN_LEAKS},
+    {BC_UNMAP_POSITIVE, SC_FREE_GONE, "unmap returned unknown status 3", 0},
+    {BC_UNMAP_NOOP, SC_FREE_LOGGED, "still mapped", F_PLUGIN_LEAKS},
+    {BC_REMAP_FORK_POOL, SC_GROW_WORKS, NULL, 0},
+    {BC_AVAILABLE_NO_SIZES, SC_UNAVAILABLE, "available with no page size", 0},
+    {BC_UPCALLS_WILD, SC_WORKS, NULL, 0},
+    {BC_INIT_FAILS, SC_REFUSED_NAMED, "init refuses", 0},
+    {BC_ENTRY_NULL, SC_REFUSED_NAMELESS, "refused before their name was read", 0},
+    {BC_INIT_CLOSES_FDS, SC_BUILTINS_LOADED, NULL, 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -357,6 +372,10 @@ static int info_sane(const struct bcase *c)
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
     CHECK(hp_info(p, &info) == HP_OK);
     CHECK(info.huge_bytes <= info.mapped_size);
+    /* The kernel's figure, never the plugin's claim: base pages have no
+     * huge bytes, whatever huge_bytes says. */
+    if (info.page_size <= (uint64_t)sysconf(_SC_PAGESIZE))
+        CHECK(info.huge_bytes == 0);
     CHECK(info.numa_node >= -1 && info.numa_node < 1024);
     CHECK(info.fd == -1 && info.fd_offset == 0);
     if (c->rule)
@@ -412,6 +431,37 @@ static int free_gone(const struct bcase *c)
     struct hp_block_info info = HP_BLOCK_INFO_INIT;
     CHECK(hp_info(p, &info) != HP_OK);
     CHECK(hp_free(p) != HP_OK);
+    return 0;
+}
+
+/* The plugin's unmap returns HP_OK and leaves the mapping: hp_free
+ * believes it (the addresses may be another mapping's by the time it
+ * could check) and says so in a debug line. */
+static int free_logged(const struct bcase *c)
+{
+    unsigned char *p = alloc_named(64 << 10);
+    CHECK(p);
+    p[0] = 1;
+    CHECK(hp_free(p) == HP_OK && logged(c->rule));
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHECK(hp_info(p, &info) != HP_OK);
+    return 0;
+}
+
+/* A remap that does something legal but unusual (a fork from inside it,
+ * with the fork fence held for its pool block): no hang, the block grows
+ * with its bytes. */
+static int grow_works(void)
+{
+    enum { FROM = 64 << 10, TO = 1 << 20 };
+    unsigned char *p = alloc_named(FROM);
+    CHECK(p);
+    fill(p, FROM, 3);
+    uint64_t sum = checksum(p, FROM);
+    unsigned char *q = hp_realloc(p, TO, 0);
+    CHECK(q && checksum(q, FROM) == sum);
+    q[TO - 1] = 1;
+    CHECK(hp_free(q) == HP_OK);
     return 0;
 }
 
@@ -541,6 +591,55 @@ static int rejected(const struct bcase *c)
     return 0;
 }
 
+/* A plugin that closed every descriptor while the loader walked the
+ * directories (the built-ins' among them): every built-in is loaded all
+ * the same, and no directory is listed as unreadable. */
+static int builtins_loaded(const struct bcase *c)
+{
+    static const char *const builtin[] = {"anon-orders", "fallback", "hugetlbfs", "thp-madvise"};
+    int32_t n = hp_backend_count();
+    for (size_t k = 0; k < sizeof(builtin) / sizeof(*builtin); k++) {
+        int found = 0;
+        for (int32_t i = 0; i < n; i++) {
+            struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+            CHECK(hp_backend_get((uint32_t)i, &bi) == HP_OK);
+            CHECK(bi.name[0] || !strstr(bi.reason, "cannot read the backend directory"));
+            found |= !strcmp(bi.name, builtin[k]);
+        }
+        CHECK(found);
+    }
+    (void)c;
+    void *p = alloc_named(64 << 10);
+    CHECK(p && hp_free(p) == HP_OK);
+    p = hp_alloc(64 << 10, 0);
+    CHECK(p && hp_free(p) == HP_OK);
+    return 0;
+}
+
+/* A plugin refused at load by name: a request that names it is told why,
+ * not that no such backend exists. */
+static int refused_named(const struct bcase *c)
+{
+    CHECK(!alloc_named(64 << 10) && hp_last_error() == HP_ENOBACKEND);
+    const char *d = hp_last_error_detail();
+    fprintf(stderr, "# detail: %s\n", d);
+    CHECK(strstr(d, "was refused at load") && strstr(d, c->rule));
+    return 0;
+}
+
+/* A plugin refused before its name could be read, and HP_BACKENDS naming
+ * it: every call fails with HP_EENV, the list of names has no empty
+ * entries, and the refused file is named with its reason. */
+static int refused_nameless(const struct bcase *c)
+{
+    CHECK(!hp_alloc(64 << 10, 0) && hp_last_error() == HP_EENV);
+    const char *d = hp_last_error_detail();
+    fprintf(stderr, "# detail: %s\n", d);
+    CHECK(strstr(d, c->rule) && strstr(d, "broken.so") && !strstr(d, ", ,") &&
+          !strstr(d, ", ;") && !strstr(d, "known:,"));
+    return 0;
+}
+
 /* A probe whose record breaks a rule: once named, the plugin is
  * unavailable, the reason says which rule, and naming it fails cleanly. */
 static int unavailable(const struct bcase *c)
@@ -575,6 +674,9 @@ static int resize(const struct bcase *c, size_t from, size_t to)
 
 static int run_case(const struct bcase *c)
 {
+    /* Every call fails there (HP_EENV): nothing to snapshot. */
+    if (c->sc == SC_REFUSED_NAMELESS)
+        return refused_nameless(c);
     /* Load, and make libhp's own one-time mappings, before the snapshot. */
     void *warm = hp_alloc(1 << 20, 0);
     CHECK(warm && hp_free(warm) == HP_OK && hp_cache_trim() == HP_OK);
@@ -636,6 +738,20 @@ static int run_case(const struct bcase *c)
     case SC_FREE_GONE:
         rc = free_gone(c);
         break;
+    case SC_FREE_LOGGED:
+        rc = free_logged(c);
+        break;
+    case SC_GROW_WORKS:
+        rc = grow_works();
+        break;
+    case SC_REFUSED_NAMED:
+        rc = refused_named(c);
+        break;
+    case SC_REFUSED_NAMELESS:
+        break;  /* above */
+    case SC_BUILTINS_LOADED:
+        rc = builtins_loaded(c);
+        break;
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;
@@ -682,7 +798,7 @@ static void one_case(void **state)
         setenv("HP_BACKEND_PATH", plugin_dir, 1);
         setenv("HP_BROKEN_CASE", name, 1);
         setenv("HP_DEBUG", "1", 1);
-        if (c->sc == SC_POPULATE)
+        if (c->sc == SC_POPULATE || c->sc == SC_REFUSED_NAMELESS)
             setenv("HP_BACKENDS", "broken", 1);  /* stacks name no backend */
         if (c->sc == SC_CLAIM)
             setenv("HP_CACHE_MAX", "0", 1);  /* no cache: every free unmaps, no reaper thread */

@@ -692,7 +692,8 @@ extern "C" {
     #[doc = " info->size too small), HP_EFOREIGN, HP_EINTERIOR or HP_EDOUBLEFREE."]
     #[doc = " huge_bytes is read from the kernel now: page flags (/proc/self/pagemap and"]
     #[doc = " /proc/kpageflags, exact for hugetlb, THP and mTHP) where they are readable,"]
-    #[doc = " else smaps, or the backend's own measure. numa_node, fd and fd_offset are"]
+    #[doc = " else smaps; only where neither can be read, the backend's own measure"]
+    #[doc = " (hp/backend.h, huge_bytes). numa_node, fd and fd_offset are"]
     #[doc = " the backend's answer to its query op (-1, -1, 0 without one; a caller"]
     #[doc = " whose struct ends before them, as in libhp 1.0, gets the rest)."]
     #[doc = " backend names the backend serving the block now: hp_realloc may have"]
@@ -935,7 +936,9 @@ fn bindgen_test_layout_hp_backend_info() {
     test_field_description();
 }
 extern "C" {
-    #[doc = " Number of entries in the backend list (>= 1). Thread-safe."]
+    #[doc = " Number of entries in the backend list (>= 1; 0 when called from inside"]
+    #[doc = " libhp's start-up, by a plugin's init or first probe: hp/errors.h)."]
+    #[doc = " Thread-safe."]
     pub fn hp_backend_count() -> i32;
 }
 extern "C" {
@@ -948,7 +951,10 @@ extern "C" {
     #[doc = " Probe every backend again now. libhp reads pool counters again at most"]
     #[doc = " every 100 ms, and THP/mTHP switches only at load; call this after"]
     #[doc = " changing kernel settings (nr_hugepages, THP enabled) to see them at once."]
-    #[doc = " Returns HP_OK or HP_EENV. Thread-safe."]
+    #[doc = " The probes run in the calling thread, one after another: a plugin's"]
+    #[doc = " probe that hangs hangs this call (other threads use the last figures)."]
+    #[doc = " Returns HP_OK or HP_EENV (HP_ENOTSUP when called from inside libhp's"]
+    #[doc = " start-up, as every call: hp/errors.h). Thread-safe."]
     pub fn hp_reprobe() -> i32;
 }
 #[doc = " The opaque stack handle."]
