@@ -40,7 +40,10 @@ def configs(build, proto):
     # The default (no pool pages: fork-safe) and hpctl run --pool=all (arenas and large
     # blocks on the pool: the same pool pages as the peers that use it).
     rows = [("libhp-malloc", hp_env),
-            ("libhp-malloc --pool=all", dict(hp_env, HP_MALLOC_POOL="all"))]
+            ("libhp-malloc --pool=all", dict(hp_env, HP_MALLOC_POOL="all")),
+            # The same without the arena mapped ahead (for --only: what that costs or saves).
+            ("libhp-malloc --pool=all HP_MALLOC_AHEAD=0",
+             dict(hp_env, HP_MALLOC_POOL="all", HP_MALLOC_AHEAD="0"))]
     if proto:
         rows.append(("jemalloc + libhp extent hooks (prototype)",
                      {"LD_PRELOAD": os.path.join(build, "bench/malloc/proto_jemalloc.so") +
