@@ -575,10 +575,13 @@ def _why_no_backend(detail: str, size: int, page_size: Union[int, str, None],
             if b.reason not in detail:
                 parts.append(f"{b.name}: unavailable ({b.reason})")
             continue
-        # Only pools that are short: a pool with the pages is not the reason.
+        # Only pools that are short: a pool with the pages is not the reason,
+        # nor one of pages larger than the block, which the selection passes
+        # over for their size first (unless page_size asks for them).
         pools = [f"{_size_text(ps)} pool has {free} free page(s), {-(-size // ps)} needed"
                  for ps, free in zip(b.page_sizes, b.pool_free)
                  if free is not None and (wanted is None or ps == wanted)
+                 and (wanted is not None or ps <= size or ps <= base)
                  and free < -(-size // ps)]
         if pools:
             parts.append(f"{b.name}: " + "; ".join(pools))
