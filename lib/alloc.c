@@ -137,7 +137,7 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
         if (m->map_addr && !((uintptr_t)m->map_addr & (hp_os_page_size() - 1)) && m->map_len &&
             m->map_len < HP_MAX_LEN * 2 && hp_os_check_mapped(m->map_addr, m->map_len) == 0 &&
             (b->own || !others_memory(m->map_addr, m->map_len, NULL, 1)))
-            b->ops->unmap(b->self, m);
+            hp_backend_unmap(b, m);
         return hp_fail(HP_EBACKEND, "backend %s returned an invalid mapping (%s: addr %p len %llu, "
                        "page size %llu for a request of %llu bytes at page size %llu)", b->name,
                        fault, m->addr, (unsigned long long)m->len,
@@ -191,7 +191,7 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
         if (m->page_size > hp_os_pmd_page_size()) {
             int64_t kps = hp_os_kernel_page_size(m->addr);
             if (kps > 0 && (uint64_t)kps != m->page_size) {
-                b->ops->unmap(b->self, m);
+                hp_backend_unmap(b, m);
                 return hp_fail(HP_EBACKEND, "backend %s returned memory that is not of the page "
                                "size it claims (%llu bytes): the kernel maps it with %lld-byte "
                                "pages (smaps KernelPageSize)", b->name,
@@ -199,7 +199,7 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
             }
         }
         if (layout == -EACCES) {
-            b->ops->unmap(b->self, m);
+            hp_backend_unmap(b, m);
             return hp_fail(HP_EBACKEND, "backend %s returned memory that is not readable and "
                            "writable (%p, %llu bytes): its protection is not PROT_READ | "
                            "PROT_WRITE", b->name, m->addr, (unsigned long long)m->len);
@@ -212,7 +212,7 @@ int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint6
     if (guard) {
         int err = hp_os_guard((char *)m->addr - guard, guard);
         if (err) {
-            b->ops->unmap(b->self, m);
+            hp_backend_unmap(b, m);
             return hp_fail(HP_EBACKEND, "backend %s: the %llu-byte guard below %p cannot be made "
                            "inaccessible: %s", b->name, (unsigned long long)guard, m->addr,
                            strerror(-err));
@@ -266,7 +266,7 @@ int32_t hp_backend_map_placed(struct hp_backend *b, uint64_t len, uint64_t flags
     else
         rc = check_placed(b, m, pl);
     if (rc != HP_OK)
-        b->ops->unmap(b->self, m);
+        hp_backend_unmap(b, m);
     return rc;
 }
 
@@ -425,12 +425,11 @@ static unsigned candidates(struct hp_core *c, const struct request *r, struct hp
  * growth, or a carve from the cache). */
 static int32_t advise(struct hp_block *blk, uint64_t flags)
 {
-    int (*op)(void *, const struct hp_mapping *, uint64_t) = HP_OP(blk->backend->ops, advise);
-    if (!op || !(flags & (HP_F_POPULATE | HP_F_COLLAPSE)))
+    if (!HP_OP(blk->backend->ops, advise) || !(flags & (HP_F_POPULATE | HP_F_COLLAPSE)))
         return HP_OK;
     int32_t rc = hp_backend_status(blk->backend, "advise",
-                                   op(blk->backend->self, &blk->m,
-                                      flags & (HP_F_POPULATE | HP_F_COLLAPSE)));
+                                   hp_backend_advise(blk->backend, &blk->m,
+                                                     flags & (HP_F_POPULATE | HP_F_COLLAPSE)));
     /* A plugin's advise checked like its map: the block must still be
      * readable and writable (given back where the pages are still there). */
     int rw = rc == HP_OK && !blk->backend->own ? hp_os_check_rw(blk->m.addr, blk->m.len) : 0;
@@ -456,7 +455,7 @@ static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
         return NULL;
     struct hp_block *blk = malloc(sizeof(*blk));
     if (!blk) {
-        b->ops->unmap(b->self, &got.m);
+        hp_backend_unmap(b, &got.m);
         if (got.m.flags & HP_MAP_POOL)
             hp_backend_mark_stale(b);
         return NULL;
@@ -468,7 +467,7 @@ static struct hp_block *from_cache(struct hp_backend *b, uint64_t page_size,
                        (blk->m.flags & HP_MAP_POOL) != 0);
     if (advise(blk, r->flags) != HP_OK) {
         if (!hp_cache_put(blk)) {
-            b->ops->unmap(b->self, &blk->m);
+            hp_backend_unmap(b, &blk->m);
             free(blk);
         }
         return NULL;
@@ -524,7 +523,7 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
             } else if ((rc = advise(blk, r->flags)) != HP_OK) {
                 /* HP_F_POPULATE / HP_F_COLLAPSE the backend could not do:
                  * this candidate failed (hp/backend.h: advise after map). */
-                b->ops->unmap(b->self, &blk->m);
+                hp_backend_unmap(b, &blk->m);
                 free(blk);
             } else {
                 blk->origin = new_origin();
@@ -569,7 +568,7 @@ static struct hp_block *serve(struct hp_core *c, const struct request *r,
 static int32_t try_release(struct hp_block *b)
 {
     struct hp_backend *be = b->backend;
-    int32_t rc = hp_backend_status(be, "unmap", be->ops->unmap(be->self, &b->m));
+    int32_t rc = hp_backend_status(be, "unmap", hp_backend_unmap(be, &b->m));
     char what[256];
     snprintf(what, sizeof(what), "%s", hp_last_error_detail());
     if (rc != HP_OK && hp_os_check_mapped(b->m.addr, b->m.len) == -ENOMEM) {
@@ -905,7 +904,7 @@ static int32_t recover(struct hp_block *b, const struct hp_mapping *got, uint64_
                 hp_log("backend %s: its broken remap named memory of another block (%p, %llu "
                        "bytes); left alone", be->name, (void *)gm,
                        (unsigned long long)got->map_len);
-            else if (be->ops->unmap(be->self, &extra) != HP_OK)
+            else if (hp_backend_unmap(be, &extra) != HP_OK)
                 hp_log("backend %s: the mapping its broken remap made (%p, %llu bytes) could "
                        "not be unmapped", be->name, (void *)gm,
                        (unsigned long long)got->map_len);

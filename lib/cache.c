@@ -208,8 +208,8 @@ static void release(const struct victim *v)
     /* munmap can fail once (ENOMEM when splitting would pass
      * vm.max_map_count) and succeed on retry; a range that still will not
      * go is logged, since nobody can use it again. */
-    if (v->be->ops->unmap(v->be->self, &m) != HP_OK &&
-        v->be->ops->unmap(v->be->self, &m) != HP_OK)
+    if (hp_backend_unmap(v->be, &m) != HP_OK &&
+        hp_backend_unmap(v->be, &m) != HP_OK)
         hp_log("cache: backend %s could not unmap %p (%llu bytes); the range is lost",
                v->be->name, (void *)v->r.start, (unsigned long long)v->r.cap);
     if (v->r.flags & HP_MAP_POOL)

@@ -54,6 +54,11 @@ static int64_t host_measure(const void *addr, size_t len)
     return hp_measure_huge_bytes(addr, len);
 }
 
+static int host_map(void *hint, size_t len, int prot, int flags, int fd, int64_t off, void **out)
+{
+    return out ? hp_os_map(hint, len, prot, flags, fd, off, out) : -EINVAL;
+}
+
 static int host_page_node(const void *addr, int *node)
 {
     return node ? hp_os_page_node(addr, node) : -EINVAL;
@@ -80,7 +85,7 @@ static void init_host(struct hp_host *h)
     h->size = sizeof(*h);
     h->log = host_log;
     h->set_detail = host_set_detail;
-    h->os_map = hp_os_map;
+    h->os_map = host_map;
     h->os_unmap = hp_os_unmap;
     h->os_remap = hp_os_remap;
     h->os_advise = hp_os_advise;
@@ -303,17 +308,25 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
                  (unsigned)HP_BACKEND_OPS_SIZE_V2_MIN);
         return reject(b, "descriptor too short (size field below the mandatory ops: %s)", v);
     }
-    const char *bad_name = invalid_name(ops->name);
+    /* The name is read into a buffer of its largest size plus one, as far
+     * as it is readable: one without its NUL may end where the plugin's
+     * memory does, and is then cut there (and refused), never read past. */
+    char name[HP_BACKEND_NAME_MAX + 2] = "";
+    int64_t got = ops->name ? hp_os_copy_in(name, ops->name, sizeof(name) - 1) : 0;
+    name[got > 0 ? got : 0] = '\0';
+    const char *bad_name = invalid_name(ops->name ? name : NULL);
+    if (!bad_name && (size_t)got < sizeof(name) - 1 && !memchr(name, '\0', (size_t)got))
+        bad_name = "backend name not terminated (its memory ends before the NUL)";
     if (bad_name) {
-        /* The name as given, up to 40 bytes, anything but printable ASCII as
-         * '?' (hp_printable): the plugin's author sees what was read. */
-        char shown[41], why[160];
-        hp_printable(shown, sizeof(shown), ops->name);
+        /* The name as read, anything but printable ASCII as '?'
+         * (hp_printable): the plugin's author sees what was read. */
+        char shown[sizeof(name)], why[160];
+        hp_printable(shown, sizeof(shown), name);
         snprintf(why, sizeof(why), "%s%s%s%s", bad_name, ops->name ? " (\"" : "",
                  ops->name ? shown : "", ops->name ? "\")" : "");
         return reject(b, "missing or invalid backend name: %s", why);
     }
-    snprintf(b->name, sizeof(b->name), "%s", ops->name);
+    snprintf(b->name, sizeof(b->name), "%s", name);
     if (!ops->probe || !ops->map || !ops->unmap)
         return reject(b, "mandatory op missing (probe, map and unmap are required)%s", NULL);
     if (ops->kind > HP_KIND_BASE) {
@@ -321,17 +334,17 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
         snprintf(v, sizeof(v), "%u", ops->kind);
         return reject(b, "unknown kind %s (enum hp_backend_kind is 0 to 4)", v);
     }
-    if (!from_builtin_dir && is_builtin_name(ops->name)) {
+    if (!from_builtin_dir && is_builtin_name(b->name)) {
         char v[256];
         snprintf(v, sizeof(v), "\"%s\" is reserved for the built-in backend (from %.150s, or "
-                 "compiled into libhp)", ops->name, hp_options()->backend_dir);
+                 "compiled into libhp)", b->name, hp_options()->backend_dir);
         return reject(b, "the name %s; a plugin elsewhere may not take it", v);
     }
-    struct hp_backend *winner = hp_backend_by_name(&core, ops->name);
+    struct hp_backend *winner = hp_backend_by_name(&core, b->name);
     if (winner) {
         char v[320];
         snprintf(v, sizeof(v), "\"%s\": %.200s provides it already (the first file found wins)",
-                 ops->name, winner->path ? winner->path : "?");
+                 b->name, winner->path ? winner->path : "?");
         return reject(b, "duplicate backend name %s", v);
     }
     memset(&b->ops_copy, 0, sizeof(b->ops_copy));
@@ -340,7 +353,7 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
         b->ops_copy.size = sizeof(b->ops_copy);
     b->ops = ops = &b->ops_copy;
     b->kind = ops->kind;
-    b->own = from_builtin_dir && is_builtin_name(ops->name);
+    b->own = from_builtin_dir && is_builtin_name(b->name);
     hp_printable(b->description, sizeof(b->description), ops->description);
     int (*init)(const struct hp_host *, void **) = HP_OP(ops, init);
     if (init) {
@@ -355,7 +368,7 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
             return reject(b, "%s", why);
         }
     }
-    if (ops->kind == HP_KIND_OTHER && !named_in_env(ops->name)) {
+    if (ops->kind == HP_KIND_OTHER && !named_in_env(b->name)) {
         defer_probe(b);
     } else {
         char why[256];

@@ -103,6 +103,23 @@ struct hp_core *hp_core(void);
 #define HP_OP(ops, field) \
     ((ops)->size >= offsetof(struct hp_backend_ops, field) + sizeof((ops)->field) ? (ops)->field : NULL)
 
+/* The ops that take a const mapping, called on a copy: const is a promise
+ * a plugin can break, and the core's own records (a block's, a stack's, a
+ * cached range's) must not change under it. */
+static inline int hp_backend_unmap(const struct hp_backend *b, const struct hp_mapping *m)
+{
+    struct hp_mapping copy = *m;
+    return b->ops->unmap(b->self, &copy);
+}
+
+static inline int hp_backend_advise(const struct hp_backend *b, const struct hp_mapping *m,
+                                    uint64_t flags)
+{
+    int (*op)(void *, const struct hp_mapping *, uint64_t) = HP_OP(b->ops, advise);
+    struct hp_mapping copy = *m;
+    return op ? op(b->self, &copy, flags) : HP_OK;
+}
+
 /* Copy b's caps. A backend that asked for it (HP_CAPS_REPROBE) is probed
  * again first when its figures are older than HP_REPROBE_NS or were marked
  * stale, and only when the request could use it: a page size it lists was

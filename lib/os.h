@@ -151,6 +151,12 @@ int hp_os_read_nodelist(const char *path, struct hp_nodes *nodes);
  * anonymous memory). Used to refuse a wild pointer from a broken plugin. */
 int hp_os_check_mapped(void *addr, size_t len);
 
+/* Copy up to len bytes from src, this process's memory, stopping at the
+ * first byte that cannot be read: the bytes copied, or -errno. For text a
+ * plugin points at, which may end where its memory does (a name without
+ * its NUL). Where the kernel refuses the call it reads like memcpy. */
+int64_t hp_os_copy_in(void *dst, const void *src, size_t len);
+
 /* 0 if every page of [addr, addr+len) is mapped readable and writable
  * (the "rw" of its /proc/self/maps lines); -EACCES if some page is not
  * both, -ENOMEM if some page is not mapped, another -errno if the maps

@@ -40,15 +40,20 @@ static const char *mode_name(uint64_t page_size)
  * on a VMA split, mm/huge_memory.c).
  */
 
-void hp_stack_unmap(const struct hp_stack_map *m)
+int32_t hp_stack_unmap(const struct hp_stack_map *m)
 {
     struct hp_backend *b = m->backend;
     /* munmap can fail once (ENOMEM when splitting would pass
      * vm.max_map_count) and succeed the next time. */
-    if (b->ops->unmap(b->self, &m->m) == HP_OK || b->ops->unmap(b->self, &m->m) == HP_OK)
-        return;
+    if (hp_backend_unmap(b, &m->m) == HP_OK || hp_backend_unmap(b, &m->m) == HP_OK)
+        return HP_OK;
+    char detail[256];
+    snprintf(detail, sizeof(detail), "%s", hp_last_error_detail());
     hp_log("stack %p: backend %s could not unmap %llu bytes: %s", m->m.addr, b->name,
-           (unsigned long long)m->m.map_len, hp_last_error_detail());
+           (unsigned long long)m->m.map_len, detail);
+    return hp_fail(HP_EOS, "backend %s could not unmap the stack at %p (%llu bytes)%s%s; it "
+                   "stays mapped, lost", b->name, m->m.addr, (unsigned long long)m->m.map_len,
+                   detail[0] ? ": " : "", detail);
 }
 
 /* HP_F_POPULATE and HP_F_COLLAPSE for a stack's mapping flags. */
@@ -62,11 +67,11 @@ static uint64_t populate_flags(uint64_t page_size)
 static int32_t populate(const struct hp_stack_map *m)
 {
     struct hp_backend *b = m->backend;
-    int (*op)(void *, const struct hp_mapping *, uint64_t) = HP_OP(b->ops, advise);
-    if (!op)
+    if (!HP_OP(b->ops, advise))
         return HP_OK;  /* the contract's advise is optional: faults do it */
     hp_set_detail("");
-    int32_t rc = hp_backend_status(b, "advise", op(b->self, &m->m, populate_flags(m->m.page_size)));
+    int32_t rc = hp_backend_status(b, "advise",
+                                   hp_backend_advise(b, &m->m, populate_flags(m->m.page_size)));
     int rw = rc == HP_OK && !b->own ? hp_os_check_rw(m->m.addr, m->m.len) : 0;
     if (rw == -EACCES || rw == -ENOMEM)
         rc = hp_fail(HP_EBACKEND, "advise left the stack not readable and writable");
@@ -293,8 +298,7 @@ HP_EXTERN(int32_t) hp_stack_destroy(struct hp_stack *s)
     int32_t rc = hp_stack_table_retire(s, HP_STACK_LIVE, "hp_stack_destroy", &copy);
     if (rc != HP_OK)
         return rc;
-    hp_stack_cache_put(&copy.m, copy.flags);
-    return HP_OK;
+    return hp_stack_cache_put(&copy.m, copy.flags);
 }
 
 HP_EXTERN(void *) hp_stack_base(const struct hp_stack *s)

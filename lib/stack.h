@@ -54,7 +54,7 @@ struct hp_stack {
 
 /* Unmap a stack's whole range through its backend (stack.c); a refusal is
  * retried once, then logged. */
-void hp_stack_unmap(const struct hp_stack_map *m);
+int32_t hp_stack_unmap(const struct hp_stack_map *m);
 
 /* ---- handle table and cache (stack_cache.c) ---- */
 
@@ -90,8 +90,9 @@ int32_t hp_stack_cache_take(uint64_t page_size, uint32_t need, uint32_t refuse, 
 /* Offer a retired stack to the cache, which keeps its pages within the
  * keep budget, else releases them (hp_os_drop_pages: private memory not
  * from a pool only), or unmaps it. A shared (HP_MAP_SHARED) stack is never
- * cached. Never fails: whatever is not cached is unmapped. */
-void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags);
+ * cached. Whatever is not cached is unmapped: HP_OK, or HP_EOS when the
+ * backend could not unmap it (hp_stack_unmap: logged, and lost). */
+int32_t hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags);
 
 /* 1 if the whole range of a stack that is handed out or cached overlaps
  * [addr, addr + len), else 0. Scans the table: for error paths only. */

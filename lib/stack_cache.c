@@ -408,7 +408,7 @@ static void evict(int everything)
     }
 }
 
-void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags)
+int32_t hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags)
 {
     struct hp_stack_map c = *m;
     lock();
@@ -432,10 +432,8 @@ void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags)
             wanted = 0;
         }
     }
-    if (!wanted) {
-        hp_stack_unmap(&c);
-        return;
-    }
+    if (!wanted)
+        return hp_stack_unmap(&c);
     lock();
     /* Other threads may have filled the keep budget meanwhile. */
     struct hp_stack *r = NULL;
@@ -449,11 +447,10 @@ void hp_stack_cache_put(const struct hp_stack_map *m, uint64_t flags)
         T.stats.released += !c.kept;
     }
     unlock_table();
-    if (!r) {
-        hp_stack_unmap(&c);
-        return;
-    }
+    if (!r)
+        return hp_stack_unmap(&c);
     evict(0);
+    return HP_OK;
 }
 
 HP_EXTERN(int32_t) hp_stack_cache_configure(const struct hp_stack_cache_config *cfg)

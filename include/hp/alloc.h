@@ -117,10 +117,14 @@ HP_EXTERN(void *) hp_alloc(size_t size, uint64_t flags);
 HP_EXTERN(void *) hp_alloc_ex(size_t size, const struct hp_alloc_opts *opts);
 
 /* Free a block. Returns HP_OK, or HP_EFOREIGN (not a libhp block),
- * HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already). NULL is a
+ * HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already); with a
+ * plugin's backend also HP_EOS (its unmap failed: the block stays the
+ * caller's) and HP_EBACKEND (its unmap failed after taking the memory: the
+ * block is gone; hp/backend.h). NULL is a
  * no-op returning HP_OK. A failed free leaves the block's bytes as they
  * were (its protection may have been reset, below). The memory of
- * a block served with huge pages by libhp's own backends stays mapped in
+ * a block served with huge pages by libhp's own backends (or a plugin's
+ * HP_MAP_CARVABLE mappings, hp/cache.h) stays mapped in
  * this process's cache of freed huge pages for the next hp_alloc/hp_realloc
  * to reuse, and goes back to the kernel by itself after an idle bound (1 s
  * for hugetlb pool pages, 10 s otherwise), above HP_CACHE_MAX, or on

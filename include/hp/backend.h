@@ -84,6 +84,10 @@
  * as hp_last_error_detail() of the call that failed. errno is not saved
  * around ops: what an op leaves there the application may see after a
  * successful call (libhp promises nothing about errno, hp/errors.h).
+ * An op that takes a const mapping (unmap, advise, huge_bytes, query)
+ * gets a copy: writing through it changes nothing of libhp's records.
+ * The name is read only as far as the plugin's memory is readable (at most
+ * 32 bytes): one that is not NUL-terminated there is refused.
  * Flag bits this header does not define (in caps->flags, page_flags,
  * hp_mapping.flags) are ignored: the core acts on none of them (and hands
  * hp_mapping.flags back to the plugin's ops as they were). A mapping whose
@@ -160,7 +164,7 @@ struct hp_host {
      * 511 bytes, anything but printable ASCII replaced by '?'). */
     void (*set_detail)(const char *msg);
     /* mmap(2): *out gets the address. len > 0; flags must include
-     * MAP_PRIVATE or MAP_SHARED. */
+     * MAP_PRIVATE or MAP_SHARED; out NULL is -EINVAL (nothing mapped). */
     int (*os_map)(void *hint, size_t len, int prot, int flags, int fd, int64_t off, void **out);
     /* munmap(2). addr aligned to the base page (hugetlb: to its page size). */
     int (*os_unmap)(void *addr, size_t len);

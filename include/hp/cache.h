@@ -2,13 +2,15 @@
  * libhp — the cache of freed huge pages.
  *
  * What hp_free does with memory: a block served with huge pages by one of
- * libhp's own huge-page backends (hugetlbfs, thp-madvise, anon-orders) is
- * not unmapped at once. Its memory, pages still faulted in, goes to this
- * cache, so that the next hp_alloc or growing hp_realloc of the same backend
- * and page size reuses it without asking the kernel (and, in a VM, the
- * host) for fresh pages; reused memory is zeroed unless HP_F_NOZERO. Every
- * other block (base pages, third-party backends, blocks larger than the
- * limit) is unmapped by hp_free itself.
+ * libhp's own huge-page backends (hugetlbfs, thp-madvise, anon-orders), or
+ * by a plugin whose mappings say they can be carved (HP_MAP_CARVABLE,
+ * hp/backend.h), is not unmapped at once. Its memory, pages still faulted
+ * in, goes to this cache, so that the next hp_alloc or growing hp_realloc of
+ * the same backend and page size reuses it without asking the kernel (and,
+ * in a VM, the host) for fresh pages; reused memory is zeroed unless
+ * HP_F_NOZERO. Every other block (base pages, shared memory, plugins'
+ * mappings without HP_MAP_CARVABLE, blocks larger than the limit) is
+ * unmapped by hp_free itself.
  *
  * Cached memory goes back to the kernel, with no further libhp call:
  *   - hugetlb pool pages idle for pool_idle_ms (HP_CACHE_POOL_IDLE_MS,

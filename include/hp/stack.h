@@ -137,8 +137,11 @@ HP_EXTERN(struct hp_stack *) hp_stack_create_ex(size_t size, const struct hp_sta
 /* Release a stack: into the cache, or unmapped (guard included). No thread
  * or fiber may still run on it. Returns HP_OK, or HP_EINVAL (s NULL, or s
  * hosts a thread of hp_stack_thread_create: join it instead), HP_EFOREIGN
- * (not a stack handle), HP_EDOUBLEFREE (destroyed already). A failed destroy
- * changes nothing. Thread-safe. */
+ * (not a stack handle), HP_EDOUBLEFREE (destroyed already); such a failed
+ * destroy changes nothing. HP_EOS: the stack was not cached and its
+ * backend could not unmap it (a plugin whose unmap failed twice): the
+ * handle is gone all the same, and the memory stays mapped, lost (the
+ * detail names the backend). Thread-safe. */
 HP_EXTERN(int32_t) hp_stack_destroy(struct hp_stack *s);
 
 /* Lowest usable address (the stack's limit; it grows down from
@@ -278,7 +281,9 @@ struct hp_stack_cache_stats {
  * small). Thread-safe. */
 HP_EXTERN(int32_t) hp_stack_cache_get_stats(struct hp_stack_cache_stats *stats);
 
-/* Unmap every cached stack now. Returns HP_OK. Thread-safe. */
+/* Unmap every cached stack now. Returns HP_OK (a stack whose plugin's
+ * unmap fails twice is lost: logged under HP_DEBUG, as hp_cache_trim does
+ * with ranges). Thread-safe. */
 HP_EXTERN(int32_t) hp_stack_cache_trim(void);
 
 HP_END_DECLS

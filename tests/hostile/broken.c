@@ -80,7 +80,8 @@ static int b_probe(void *self, struct hp_backend_caps *caps)
         int64_t huge = host->measure_huge_bytes((void *)0x1000, (size_t)1 << 47);
         int64_t text = host->read_text("/proc/../etc/passwd", buf, sizeof(buf));
         int node = host->os_page_node(&huge, NULL);
-        if (huge >= 0 || text >= 0 || node >= 0) {
+        int map = host->os_map(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, NULL);
+        if (huge >= 0 || text >= 0 || node >= 0 || map >= 0) {
             host->set_detail("broken: an upcall answered a wild call");
             return HP_EINVAL;
         }
@@ -182,6 +183,17 @@ static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping
 static int b_unmap(void *self, const struct hp_mapping *m)
 {
     (void)self;
+    if (bcase == BC_UNMAP_WRITES_FAILS) {
+        struct hp_mapping *w = (struct hp_mapping *)m;  /* const broken */
+        w->map_len += UINT64_C(1) << 30;
+        w->addr = (char *)w->addr + 4096;
+        host->set_detail("broken: wrote its mapping, unmapped nothing");
+        return HP_EOS;
+    }
+    if (bcase == BC_STACK_UNMAP_FAILS && m->addr != m->map_addr) {  /* a guarded one: a stack */
+        host->set_detail("broken: refuses to unmap a stack");
+        return HP_EOS;
+    }
     if (bcase == BC_UNMAP_FAILS) {
         host->set_detail("broken: refuses to unmap");
         return HP_EINVAL;
@@ -347,6 +359,11 @@ static int b_remap(void *self, struct hp_mapping *m, uint64_t new_len, uint64_t 
 static int b_advise(void *self, const struct hp_mapping *m, uint64_t flags)
 {
     (void)self;
+    if (bcase == BC_ADVISE_WRITES) {
+        struct hp_mapping *w = (struct hp_mapping *)m;  /* const broken */
+        w->map_len += UINT64_C(1) << 30;
+        w->committed += UINT64_C(1) << 30;
+    }
     if (bcase == BC_ADVISE_NEGATIVE)
         return -999;
     if (bcase == BC_ADVISE_READONLY && (flags & HP_F_POPULATE))
@@ -415,5 +432,14 @@ HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_
         changed.name = "-broken";
     if (c && !strcmp(c, "entry-null"))
         return NULL;
+    if (c && !strcmp(c, "name-unterminated")) {
+        /* 20 letters that end where readable memory does: no NUL. */
+        char *two = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (two != MAP_FAILED) {
+            memset(two + 4096 - 20, 'a', 20);
+            mprotect(two + 4096, 4096, PROT_NONE);
+            changed.name = two + 4096 - 20;
+        }
+    }
     return &changed;
 }

@@ -68,7 +68,12 @@
                                            /* os_page_node with node NULL */               \
     X(BC_INIT_FAILS, "init-fails")         /* init: HP_EINVAL with a detail */             \
     X(BC_ENTRY_NULL, "entry-null")         /* the entry point returns NULL */               \
-    X(BC_INIT_CLOSES_FDS, "init-closes-fds") /* init: closes every descriptor from 3 */
+    X(BC_INIT_CLOSES_FDS, "init-closes-fds") /* init: closes every descriptor from 3 */  \
+    X(BC_ADVISE_WRITES, "advise-writes")   /* advise: adds 1 GiB to its const mapping */   \
+    X(BC_UNMAP_WRITES_FAILS, "unmap-writes-fails") /* unmap: writes its mapping, then */  \
+                                                   /* fails, nothing unmapped */          \
+    X(BC_NAME_UNTERMINATED, "name-unterminated") /* name: 20 letters, then unreadable */ \
+    X(BC_STACK_UNMAP_FAILS, "stack-unmap-fails") /* unmap fails for stacks */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

@@ -58,6 +58,9 @@ enum scenario {
     SC_REFUSED_NAMED,  /* refused at load; a request naming it gets the reason */
     SC_REFUSED_NAMELESS, /* refused before its name was read; HP_BACKENDS naming it */
     SC_BUILTINS_LOADED, /* every built-in backend loaded, whatever the plugin did */
+    SC_RECORD_KEPT,    /* an op wrote its const mapping: libhp's records are unchanged */
+    SC_REFUSED_FILE,   /* refused at load, the file listed with the reason */
+    SC_STACK_FAILS,    /* hp_stack_destroy says the plugin could not unmap the stack */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -129,6 +132,10 @@ static const struct bcase cases[] = {
     {BC_INIT_FAILS, SC_REFUSED_NAMED, "init refuses", 0},
     {BC_ENTRY_NULL, SC_REFUSED_NAMELESS, "refused before their name was read", 0},
     {BC_INIT_CLOSES_FDS, SC_BUILTINS_LOADED, NULL, 0},
+    {BC_ADVISE_WRITES, SC_RECORD_KEPT, NULL, 0},
+    {BC_UNMAP_WRITES_FAILS, SC_FREE_FAILS, "could not unmap", F_PLUGIN_LEAKS},
+    {BC_NAME_UNTERMINATED, SC_REFUSED_FILE, "not terminated", 0},
+    {BC_STACK_UNMAP_FAILS, SC_STACK_FAILS, "could not unmap the stack", F_PLUGIN_LEAKS},
 };
 
 /* ---- in the child: one case ---- */
@@ -616,6 +623,57 @@ static int builtins_loaded(const struct bcase *c)
     return 0;
 }
 
+/* advise writes through its const mapping (the map_len and committed of
+ * a block 1 GiB longer): the core passed a copy, so the block, a grown
+ * one and a populated stack keep their real extent, and freeing and
+ * trimming unmap nothing else. */
+static int record_kept(void)
+{
+    struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+    o.backend = "broken";
+    o.flags = HP_F_POPULATE;
+    unsigned char *p = hp_alloc_ex(64 << 10, &o);
+    CHECK(p);
+    struct hp_block_info info = HP_BLOCK_INFO_INIT;
+    CHECK(hp_info(p, &info) == HP_OK && info.mapped_size < (1u << 20));
+    p[0] = 7;
+    unsigned char *q = hp_realloc(p, 1 << 20, HP_F_POPULATE);
+    CHECK(q && q[0] == 7);
+    CHECK(hp_info(q, &info) == HP_OK && info.mapped_size < (4u << 20));
+    CHECK(hp_free(q) == HP_OK);
+    struct hp_stack_opts so = HP_STACK_OPTS_INIT;
+    so.flags = HP_STACK_POPULATE;
+    struct hp_stack *s = hp_stack_create_ex(256 << 10, &so);
+    if (s)
+        CHECK(hp_stack_destroy(s) == HP_OK);
+    CHECK(hp_stack_cache_trim() == HP_OK && hp_cache_trim() == HP_OK);
+    return 0;
+}
+
+/* The plugin's file refused at load, listed with the rule it broke. */
+static int refused_file(const struct bcase *c)
+{
+    struct hp_backend_info bi;
+    CHECK(plugin_entry(&bi));
+    fprintf(stderr, "# entry: name \"%s\", reason: %s\n", bi.name, bi.reason);
+    CHECK(!bi.available && strstr(bi.reason, c->rule));
+    void *p = hp_alloc(64 << 10, 0);
+    CHECK(p && hp_free(p) == HP_OK);
+    return 0;
+}
+
+/* A stack the plugin cannot unmap: hp_stack_destroy (not cached: NOCACHE)
+ * says so, naming the plugin, instead of HP_OK. */
+static int stack_fails(const struct bcase *c)
+{
+    struct hp_stack_opts so = HP_STACK_OPTS_INIT;
+    so.flags = HP_STACK_NOCACHE;
+    struct hp_stack *s = hp_stack_create_ex(256 << 10, &so);
+    CHECK(s);
+    CHECK(hp_stack_destroy(s) == HP_EOS && told(c->rule));
+    return 0;
+}
+
 /* A plugin refused at load by name: a request that names it is told why,
  * not that no such backend exists. */
 static int refused_named(const struct bcase *c)
@@ -680,6 +738,10 @@ static int run_case(const struct bcase *c)
     /* Load, and make libhp's own one-time mappings, before the snapshot. */
     void *warm = hp_alloc(1 << 20, 0);
     CHECK(warm && hp_free(warm) == HP_OK && hp_cache_trim() == HP_OK);
+    if (c->sc == SC_RECORD_KEPT) {  /* and the stack table's */
+        struct hp_stack *s = hp_stack_create(256 << 10, 0);
+        CHECK(s && hp_stack_destroy(s) == HP_OK && hp_stack_cache_trim() == HP_OK);
+    }
     static struct ranges before, after;
     anon_ranges(&before);
     int rc = 0;
@@ -752,6 +814,15 @@ static int run_case(const struct bcase *c)
     case SC_BUILTINS_LOADED:
         rc = builtins_loaded(c);
         break;
+    case SC_RECORD_KEPT:
+        rc = record_kept();
+        break;
+    case SC_REFUSED_FILE:
+        rc = refused_file(c);
+        break;
+    case SC_STACK_FAILS:
+        rc = stack_fails(c);
+        break;
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;
@@ -798,7 +869,8 @@ static void one_case(void **state)
         setenv("HP_BACKEND_PATH", plugin_dir, 1);
         setenv("HP_BROKEN_CASE", name, 1);
         setenv("HP_DEBUG", "1", 1);
-        if (c->sc == SC_POPULATE || c->sc == SC_REFUSED_NAMELESS)
+        if (c->sc == SC_POPULATE || c->sc == SC_REFUSED_NAMELESS || c->sc == SC_RECORD_KEPT ||
+            c->sc == SC_STACK_FAILS)
             setenv("HP_BACKENDS", "broken", 1);  /* stacks name no backend */
         if (c->sc == SC_CLAIM)
             setenv("HP_CACHE_MAX", "0", 1);  /* no cache: every free unmaps, no reaper thread */

@@ -277,10 +277,14 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Free a block. Returns HP_OK, or HP_EFOREIGN (not a libhp block),"]
-    #[doc = " HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already). NULL is a"]
+    #[doc = " HP_EINTERIOR (inside a block), HP_EDOUBLEFREE (freed already); with a"]
+    #[doc = " plugin's backend also HP_EOS (its unmap failed: the block stays the"]
+    #[doc = " caller's) and HP_EBACKEND (its unmap failed after taking the memory: the"]
+    #[doc = " block is gone; hp/backend.h). NULL is a"]
     #[doc = " no-op returning HP_OK. A failed free leaves the block's bytes as they"]
     #[doc = " were (its protection may have been reset, below). The memory of"]
-    #[doc = " a block served with huge pages by libhp's own backends stays mapped in"]
+    #[doc = " a block served with huge pages by libhp's own backends (or a plugin's"]
+    #[doc = " HP_MAP_CARVABLE mappings, hp/cache.h) stays mapped in"]
     #[doc = " this process's cache of freed huge pages for the next hp_alloc/hp_realloc"]
     #[doc = " to reuse, and goes back to the kernel by itself after an idle bound (1 s"]
     #[doc = " for hugetlb pool pages, 10 s otherwise), above HP_CACHE_MAX, or on"]
@@ -1143,8 +1147,11 @@ extern "C" {
     #[doc = " Release a stack: into the cache, or unmapped (guard included). No thread"]
     #[doc = " or fiber may still run on it. Returns HP_OK, or HP_EINVAL (s NULL, or s"]
     #[doc = " hosts a thread of hp_stack_thread_create: join it instead), HP_EFOREIGN"]
-    #[doc = " (not a stack handle), HP_EDOUBLEFREE (destroyed already). A failed destroy"]
-    #[doc = " changes nothing. Thread-safe."]
+    #[doc = " (not a stack handle), HP_EDOUBLEFREE (destroyed already); such a failed"]
+    #[doc = " destroy changes nothing. HP_EOS: the stack was not cached and its"]
+    #[doc = " backend could not unmap it (a plugin whose unmap failed twice): the"]
+    #[doc = " handle is gone all the same, and the memory stays mapped, lost (the"]
+    #[doc = " detail names the backend). Thread-safe."]
     pub fn hp_stack_destroy(s: *mut hp_stack) -> i32;
 }
 extern "C" {
@@ -1836,7 +1843,9 @@ extern "C" {
     pub fn hp_stack_cache_get_stats(stats: *mut hp_stack_cache_stats) -> i32;
 }
 extern "C" {
-    #[doc = " Unmap every cached stack now. Returns HP_OK. Thread-safe."]
+    #[doc = " Unmap every cached stack now. Returns HP_OK (a stack whose plugin's"]
+    #[doc = " unmap fails twice is lost: logged under HP_DEBUG, as hp_cache_trim does"]
+    #[doc = " with ranges). Thread-safe."]
     pub fn hp_stack_cache_trim() -> i32;
 }
 #[doc = " Cache limits. Start from HP_CACHE_CONFIG_INIT and set every field: the"]
