@@ -31,7 +31,7 @@
  * Mapping ahead: once a program has needed a second arena it is growing,
  * and each later arena would be mapped (and, from the pool, zeroed page by
  * page) inside the malloc call that ran out, on the program's own thread.
- * So after every growth from the second on, a helper thread maps the next
+ * So after that growth and every later one, a helper thread maps the next
  * arena in the background (HP_MALLOC_AHEAD, default on); the next growth
  * takes it (waiting for the helper if it is still mapping) instead of
  * mapping one itself. Only that one arena is ever ahead, not yet handed to

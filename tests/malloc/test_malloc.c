@@ -925,7 +925,7 @@ static long run_ahead_child(const char *how, const char *ahead)
     return taken;
 }
 
-/* docs/malloc.md: once the arenas have grown twice, a helper thread maps
+/* docs/malloc.md: once a second arena was needed, a helper thread maps
  * the next arena ahead and later growths take it; HP_MALLOC_AHEAD=0 turns
  * that off. The objects are intact either way, the stats say which, and
  * the helper is a thread of the program (hpm-ahead) only when on. */
