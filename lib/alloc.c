@@ -118,14 +118,24 @@ static int others_memory(const void *p, uint64_t len, const void *resizing, int 
            hp_stack_table_overlaps(p, len);
 }
 
+/* The backend whose map this thread is in: a map that asks libhp for a
+ * block of its own backend would call itself until the stack ran out. */
+static _Thread_local const struct hp_backend *mapping_here;
+
 int32_t hp_backend_map(struct hp_backend *b, uint64_t len, uint64_t flags, uint64_t page_size,
                        uint64_t align, uint64_t guard, struct hp_mapping *m)
 {
     struct hp_map_request req = {sizeof(req), 0, flags, len, page_size, align, guard};
     memset(m, 0, sizeof(*m));
     m->size = sizeof(*m);
+    if (mapping_here == b)
+        return hp_fail(HP_EBACKEND, "backend %s: its map asked libhp for a block of its own "
+                       "backend (from inside map: refused, it would call itself)", b->name);
     hp_set_detail("");
+    const struct hp_backend *outer = mapping_here;
+    mapping_here = b;
     int32_t rc = hp_backend_status(b, "map", b->ops->map(b->self, &req, m));
+    mapping_here = outer;
     if (rc != HP_OK)
         return rc;
     const char *fault = mapping_fault(m, len, page_size, align, guard);

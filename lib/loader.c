@@ -25,18 +25,27 @@ _Static_assert(HP_BACKEND_OPS_SIZE_V2_MIN ==
 static struct hp_core core;
 static pthread_once_t core_once = PTHREAD_ONCE_INIT;
 
+/* A plugin's text, as far as it is readable (a wild pointer reads as
+ * ""), made printable: never read past what the plugin's memory holds. */
+static void plugin_text(char *dst, size_t cap, const char *src)
+{
+    int64_t n = src ? hp_os_copy_in(dst, src, cap - 1) : 0;
+    dst[n > 0 ? n : 0] = '\0';
+    hp_printable(dst, cap, dst);
+}
+
 static void host_log(const char *backend, const char *msg)
 {
     char who[HP_BACKEND_NAME_MAX + 1], text[512];
-    hp_printable(who, sizeof(who), backend ? backend : "?");
-    hp_printable(text, sizeof(text), msg);
+    plugin_text(who, sizeof(who), backend ? backend : "?");
+    plugin_text(text, sizeof(text), msg);
     hp_log("%s: %s", who, text);
 }
 
 static void host_set_detail(const char *msg)
 {
     char text[512];
-    hp_printable(text, sizeof(text), msg);
+    plugin_text(text, sizeof(text), msg);
     hp_set_detail(text);
 }
 
@@ -57,6 +66,12 @@ static int64_t host_measure(const void *addr, size_t len)
 static int host_map(void *hint, size_t len, int prot, int flags, int fd, int64_t off, void **out)
 {
     return out ? hp_os_map(hint, len, prot, flags, fd, off, out) : -EINVAL;
+}
+
+static int host_remap(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
+                      void **out)
+{
+    return out ? hp_os_remap(old_addr, old_len, new_len, flags, new_addr, out) : -EINVAL;
 }
 
 static int host_page_node(const void *addr, int *node)
@@ -87,7 +102,7 @@ static void init_host(struct hp_host *h)
     h->set_detail = host_set_detail;
     h->os_map = host_map;
     h->os_unmap = hp_os_unmap;
-    h->os_remap = hp_os_remap;
+    h->os_remap = host_remap;
     h->os_advise = hp_os_advise;
     h->os_protect = hp_os_protect;
     h->read_text = host_read_text;
@@ -354,7 +369,12 @@ static int adopt(struct hp_backend *b, const struct hp_backend_ops *ops, int fro
     b->ops = ops = &b->ops_copy;
     b->kind = ops->kind;
     b->own = from_builtin_dir && is_builtin_name(b->name);
-    hp_printable(b->description, sizeof(b->description), ops->description);
+    /* Read as far as it is readable (hp_os_copy_in), like the name. */
+    char desc[sizeof(b->description)] = "";
+    int64_t dn = ops->description
+                     ? hp_os_copy_in(desc, ops->description, sizeof(desc) - 1) : 0;
+    desc[dn > 0 ? dn : 0] = '\0';
+    hp_printable(b->description, sizeof(b->description), desc);
     int (*init)(const struct hp_host *, void **) = HP_OP(ops, init);
     if (init) {
         hp_log("loader: init %s (%s)", b->path ? b->path : "?", b->name);
@@ -432,7 +452,9 @@ static int load_fd(struct hp_backend *b)
     if (st.st_dev != via.st_dev || st.st_ino != via.st_ino)
         return reject(b, "%s is not the opened file (/proc is not the kernel's procfs)", name);
     hp_log("loader: loading %s (as %s)", b->path, name);
-    b->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    /* RTLD_NODELETE: a plugin that dlcloses itself stays loaded, as
+     * hp/backend.h promises until fini. */
+    b->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     hp_os_close(b->fd);
     b->fd = -1;
     if (!b->dl)
@@ -448,11 +470,19 @@ static int load_plugin(int dirfd, const char *dir, const char *file, int builtin
         return -1;
     }
     struct hp_backend *b = scratch(path);
-    if (core.n >= HP_MAX_BACKENDS - 1) {
+    /* The built-ins' slots are kept for them (HP_BACKEND_DIR is read
+     * last): plugins found through HP_BACKEND_PATH never crowd them out. */
+    unsigned n_builtin = (unsigned)(sizeof(builtin_names) / sizeof(*builtin_names)) + 1;
+    int have_fallback = hp_backend_by_name(&core, fallback_ops->name) != NULL;
+    unsigned room = !builtin_dir    ? HP_MAX_BACKENDS - n_builtin
+                    : have_fallback ? HP_MAX_BACKENDS
+                                    : HP_MAX_BACKENDS - 1;  /* the fallback's slot */
+    if (core.n >= room) {
         char why[64];
-        snprintf(why, sizeof(why), "%d", HP_MAX_BACKENDS - 1);
-        return reject(b, "not loaded: %s plugins are loaded already, the most libhp keeps "
-                      "(one more slot is the built-in backend's)", why);
+        snprintf(why, sizeof(why), "%u", room);
+        return reject(b, "not loaded: %s backends are loaded already, the most libhp keeps "
+                      "for plugins of HP_BACKEND_PATH (the other slots are the built-ins')",
+                      why);
     }
     char why[200];
     b->fd = hp_trust_open_file(dirfd, file, why, sizeof(why));
@@ -792,12 +822,18 @@ static struct hp_core reentered = {
                    "allocation of its own start-up); it serves nothing until that returns",
 };
 
+/* Start-up runs to its end: a thread cancelled inside it (at any of the
+ * cancellation points its file reads and a plugin's init and probe reach)
+ * would leave it half done, and pthread_once would run it again on top. */
 static void load_all_here(void)
 {
+    int was;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &was);
     loading = 1;
     load_all();
     loading = 0;
     atomic_store_explicit(&core_ready, 1, memory_order_release);
+    pthread_setcancelstate(was, NULL);
 }
 
 struct hp_core *hp_core(void)
@@ -843,6 +879,10 @@ static _Thread_local const struct hp_backend *probing_here;
  * the backend unavailable with the reason. */
 static void probe_unlocked(struct hp_backend *b)
 {
+    /* Not cancelled half way: b->probing must be cleared (probe_done),
+     * or every request naming b would wait for ever. */
+    int was;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &was);
     int first = b->deferred;
     struct hp_backend_caps fresh;
     char why[256];
@@ -869,6 +909,7 @@ static void probe_unlocked(struct hp_backend *b)
     b->deferred = 0;
     b->probing = 0;
     pthread_cond_broadcast(&b->probed);
+    pthread_setcancelstate(was, NULL);
 }
 
 /* Probe again unless a first probe is due (it waits for a request that
@@ -887,6 +928,10 @@ void hp_backend_use_named(struct hp_core *c, const char *name)
     struct hp_backend *b = hp_backend_by_name(c, name);
     if (!b)
         return;
+    /* No cancellation while caps_lock is held (pthread_cond_wait is a
+     * cancellation point that returns with the lock held). */
+    int was;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &was);
     pthread_mutex_lock(&b->caps_lock);
     /* Only requests that name b wait for its first probe; one made from
      * inside that probe goes on without it (b unavailable, not probed). */
@@ -894,6 +939,7 @@ void hp_backend_use_named(struct hp_core *c, const char *name)
         pthread_cond_wait(&b->probed, &b->caps_lock);
     if (b->deferred && b->probing) {
         pthread_mutex_unlock(&b->caps_lock);
+        pthread_setcancelstate(was, NULL);
         hp_log("loader: %s named from inside its own first probe; not waiting for itself",
                b->name);
         return;
@@ -903,6 +949,7 @@ void hp_backend_use_named(struct hp_core *c, const char *name)
         probe_unlocked(b);
     }
     pthread_mutex_unlock(&b->caps_lock);
+    pthread_setcancelstate(was, NULL);
 }
 
 void hp_backend_caps_now(struct hp_backend *b, uint64_t len, uint64_t wanted,

@@ -7,6 +7,10 @@
  * thread than the one that allocated it, and after fork() the child may use,
  * resize and free the blocks it inherited.
  *
+ * Stack: a libhp call uses up to about 32 KiB of the calling thread's stack
+ * (selection keeps every backend's capability record there): a thread whose
+ * stack is smaller (PTHREAD_STACK_MIN is 16 KiB) must not call libhp.
+ *
  * Async-signal safety: only hp_strerror, hp_error_name (hp/errors.h),
  * hp_version and hp_version_string (hp/version.h) may be called from a
  * signal handler; they read constant tables and never allocate or lock.

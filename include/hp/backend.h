@@ -47,7 +47,10 @@
  * anon-orders, fallback) are reserved: only files of the built-ins'
  * directory may provide them, and without one there the fallback compiled
  * into libhp serves "fallback". At most 31 plugins load, a file past that
- * is refused with a reason, and the fallback always has a slot of its own.
+ * is refused with a reason, and the fallback always has a slot of its own;
+ * the directories of HP_BACKEND_PATH get at most 28 of them, the slots of
+ * the three built-in plugins being kept for the built-ins' directory (read
+ * last), so that no number of plugins crowds libhp's own backends out.
  * Rejected files never take a slot and are all listed, with the reason
  * (hp_backend_get, hpctl status, HP_DEBUG).
  *
@@ -84,6 +87,9 @@
  * as hp_last_error_detail() of the call that failed. errno is not saved
  * around ops: what an op leaves there the application may see after a
  * successful call (libhp promises nothing about errno, hp/errors.h).
+ * An op must leave the calling thread as it found it (signal mask,
+ * cancellation state, errno excepted): the core does not restore them.
+ * libhp's start-up and a plugin's probes run with cancellation disabled.
  * An op that takes a const mapping (unmap, advise, huge_bytes, query)
  * gets a copy: writing through it changes nothing of libhp's records.
  * The name is read only as far as the plugin's memory is readable (at most
@@ -253,6 +259,7 @@ struct hp_backend_caps {
  *     range (struct hp_mapping);
  *   - private to this process and copy-on-write across fork(), unless the
  *     mapping sets HP_MAP_SHARED;
+ *   - of the page size asked for: page_size equal to the request's;
  *   - aligned: addr a multiple of max(page_size, align);
  *   - guarded when asked: [addr - guard, addr) is PROT_NONE address space
  *     inside [map_addr, map_addr + map_len);
@@ -348,7 +355,10 @@ struct hp_map_request {
  * MADV_DONTFORK goes to unmap too; an unmarked one is cached. In a child after fork(), cached ranges it
  * inherited are dropped with munmap, without a call into the plugin.
  * Without the flag, a freed block is unmapped at once and never reused.
- * The cache keeps only mappings whose page_size is above the base page. */
+ * The cache keeps only mappings whose page_size is above the base page.
+ * The core cannot check the promise: a plugin that sets the flag but
+ * unmaps more than the piece it is given (its whole original mapping, found
+ * by cookie, say) unmaps the live blocks carved from the same mapping. */
 #define HP_MAP_CARVABLE 0x1u
 /* The memory is shared with another process or across fork (MAP_SHARED, a
  * memfd): not private copy-on-write. The core never caches such a mapping

@@ -43,6 +43,8 @@ static int b_init(const struct hp_host *h, void **self)
     for (int i = 0; c && i < BC_COUNT; i++)
         if (!strcmp(c, broken_case_names[i]))
             bcase = (enum broken_case)i;
+    if (bcase == BC_INIT_SLOW)
+        usleep(300000);
     if (bcase == BC_INIT_CLOSES_FDS)  /* the daemon idiom, inside the loader's walk */
         for (int fd = 3; fd < 1024; fd++)
             close(fd);
@@ -81,7 +83,10 @@ static int b_probe(void *self, struct hp_backend_caps *caps)
         int64_t text = host->read_text("/proc/../etc/passwd", buf, sizeof(buf));
         int node = host->os_page_node(&huge, NULL);
         int map = host->os_map(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, NULL);
-        if (huge >= 0 || text >= 0 || node >= 0 || map >= 0) {
+        int remap = host->os_remap(&huge, 4096, 8192, MREMAP_MAYMOVE, NULL, NULL);
+        host->set_detail((const char *)0x10);  /* wild: must not crash */
+        host->log("broken", (const char *)0x10);
+        if (huge >= 0 || text >= 0 || node >= 0 || map >= 0 || remap >= 0) {
             host->set_detail("broken: an upcall answered a wild call");
             return HP_EINVAL;
         }
@@ -154,6 +159,16 @@ static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping
         break;
     default:
         break;
+    }
+    if (bcase == BC_MAP_RECURSES) {
+        /* A request for a block of its own backend, from inside map. */
+        void *(*alloc_ex)(size_t, const struct hp_alloc_opts *) = NULL;
+        void *sym = dlsym(RTLD_DEFAULT, "hp_alloc_ex");
+        memcpy(&alloc_ex, &sym, sizeof(sym));
+        struct hp_alloc_opts o = HP_ALLOC_OPTS_INIT;
+        o.backend = "broken";
+        if (alloc_ex && alloc_ex(req->len, &o))
+            return HP_EINVAL;  /* served from inside its own map: never */
     }
     if (maps_fail)
         return HP_ENOMEM;
@@ -432,6 +447,15 @@ HP_BACKEND_EXPORT const struct hp_backend_ops *HP_BACKEND_ENTRY(const struct hp_
         changed.name = "-broken";
     if (c && !strcmp(c, "entry-null"))
         return NULL;
+    if (c && !strcmp(c, "desc-unmapped")) {
+        /* 8 letters, then memory it unmapped: no NUL, nothing readable. */
+        char *two = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (two != MAP_FAILED) {
+            memset(two + 4096 - 8, 'd', 8);
+            munmap(two + 4096, 4096);
+            changed.description = two + 4096 - 8;
+        }
+    }
     if (c && !strcmp(c, "name-unterminated")) {
         /* 20 letters that end where readable memory does: no NUL. */
         char *two = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

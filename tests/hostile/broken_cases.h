@@ -73,7 +73,10 @@
     X(BC_UNMAP_WRITES_FAILS, "unmap-writes-fails") /* unmap: writes its mapping, then */  \
                                                    /* fails, nothing unmapped */          \
     X(BC_NAME_UNTERMINATED, "name-unterminated") /* name: 20 letters, then unreadable */ \
-    X(BC_STACK_UNMAP_FAILS, "stack-unmap-fails") /* unmap fails for stacks */
+    X(BC_STACK_UNMAP_FAILS, "stack-unmap-fails") /* unmap fails for stacks */           \
+    X(BC_MAP_RECURSES, "map-recurses")     /* map: hp_alloc_ex naming itself, first */    \
+    X(BC_DESC_UNMAPPED, "desc-unmapped")   /* description: 8 letters, then unreadable */  \
+    X(BC_INIT_SLOW, "init-slow")           /* init: 300 ms (a thread cancelled in it) */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

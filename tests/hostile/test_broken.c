@@ -61,6 +61,7 @@ enum scenario {
     SC_RECORD_KEPT,    /* an op wrote its const mapping: libhp's records are unchanged */
     SC_REFUSED_FILE,   /* refused at load, the file listed with the reason */
     SC_STACK_FAILS,    /* hp_stack_destroy says the plugin could not unmap the stack */
+    SC_CANCEL_INIT,    /* a thread cancelled in libhp's start-up: the next call sets up once */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -136,6 +137,9 @@ static const struct bcase cases[] = {
     {BC_UNMAP_WRITES_FAILS, SC_FREE_FAILS, "could not unmap", F_PLUGIN_LEAKS},
     {BC_NAME_UNTERMINATED, SC_REFUSED_FILE, "not terminated", 0},
     {BC_STACK_UNMAP_FAILS, SC_STACK_FAILS, "could not unmap the stack", F_PLUGIN_LEAKS},
+    {BC_MAP_RECURSES, SC_WORKS, NULL, 0},
+    {BC_DESC_UNMAPPED, SC_WORKS, NULL, 0},
+    {BC_INIT_SLOW, SC_CANCEL_INIT, NULL, 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -650,6 +654,42 @@ static int record_kept(void)
     return 0;
 }
 
+static void *first_call(void *arg)
+{
+    (void)arg;
+    hp_backend_count();  /* libhp's start-up, with the plugin's slow init */
+    return NULL;
+}
+
+/* A thread cancelled while libhp starts up (inside the plugin's init): the
+ * start-up runs to its end all the same, so the next call finds every
+ * backend loaded once (before: start-up ran again on top of the half-done
+ * one, and refused every built-in as a duplicate). */
+static int cancel_init(void)
+{
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, first_call, NULL) == 0);
+    usleep(100000);  /* inside the 300 ms init */
+    pthread_cancel(t);
+    pthread_join(t, NULL);
+    static const char *const builtin[] = {"anon-orders", "fallback", "hugetlbfs", "thp-madvise",
+                                         "broken"};
+    int32_t n = hp_backend_count();
+    for (size_t k = 0; k < sizeof(builtin) / sizeof(*builtin); k++) {
+        int found = 0;
+        for (int32_t i = 0; i < n; i++) {
+            struct hp_backend_info bi = HP_BACKEND_INFO_INIT;
+            CHECK(hp_backend_get((uint32_t)i, &bi) == HP_OK);
+            CHECK(!strstr(bi.reason, "duplicate"));
+            found += !strcmp(bi.name, builtin[k]);
+        }
+        CHECK(found == 1);
+    }
+    void *p = alloc_named(64 << 10);
+    CHECK(p && hp_free(p) == HP_OK);
+    return 0;
+}
+
 /* The plugin's file refused at load, listed with the rule it broke. */
 static int refused_file(const struct bcase *c)
 {
@@ -732,6 +772,8 @@ static int resize(const struct bcase *c, size_t from, size_t to)
 
 static int run_case(const struct bcase *c)
 {
+    if (c->sc == SC_CANCEL_INIT)  /* before any other libhp call */
+        return cancel_init();
     /* Every call fails there (HP_EENV): nothing to snapshot. */
     if (c->sc == SC_REFUSED_NAMELESS)
         return refused_nameless(c);
@@ -823,6 +865,8 @@ static int run_case(const struct bcase *c)
     case SC_STACK_FAILS:
         rc = stack_fails(c);
         break;
+    case SC_CANCEL_INIT:
+        break;  /* above */
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;

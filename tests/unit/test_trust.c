@@ -827,14 +827,29 @@ static int child_many(void *dir)
     CHILD_CHECK(n > 0);
     text[n] = '\0';
     int logged = 0;
-    for (const char *s = text; (s = strstr(s, "plugins are loaded already")); s++)
+    for (const char *s = text; (s = strstr(s, "backends are loaded already")); s++)
         logged++;
+    /* 28 of them: the slots of the three built-in plugins and the
+     * fallback are kept for the built-ins' directory. */
     CHILD_CHECK(count == 41);
-    CHILD_CHECK(count_refused("many-") == 9);
-    CHILD_CHECK(logged == 9);
-    CHILD_CHECK(refused_with("not loaded: 31 plugins are loaded already"));
-    CHILD_CHECK(loaded("fixture-many-30") && !loaded("fixture-many-31"));
+    CHILD_CHECK(count_refused("many-") == 12);
+    CHILD_CHECK(logged == 12);
+    CHILD_CHECK(refused_with("not loaded: 28 backends are loaded already"));
+    CHILD_CHECK(loaded("fixture-many-27") && !loaded("fixture-many-28"));
     CHILD_CHECK(fallback_serves());
+    return 0;
+}
+
+/* The same 40 plugins with the built-ins' directory: every built-in loads
+ * all the same (the plugins never crowd them out). */
+static int child_many_builtins(void *dir)
+{
+    setenv("HP_BACKEND_PATH", dir, 1);
+    setenv("HP_BACKEND_DIR", backend_dir, 1);
+    CHILD_CHECK(hp_backend_count() > 0);
+    CHILD_CHECK(loaded("hugetlbfs") && loaded("thp-madvise") && loaded("anon-orders") &&
+                loaded("fallback"));
+    CHILD_CHECK(loaded("fixture-many-27") && !loaded("fixture-many-28"));
     return 0;
 }
 
@@ -850,6 +865,8 @@ static void table_limit_is_logged_and_keeps_the_fallback(void **state)
     }
     unsetenv("FX_MANY_SEQ");
     assert_int_equal(run_in_child(child_many, dir), 0);
+    unsetenv("FX_MANY_SEQ");
+    assert_int_equal(run_in_child(child_many_builtins, dir), 0);
     remove_tree(dir);
 }
 
