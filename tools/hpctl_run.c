@@ -151,17 +151,17 @@ static int pool_env(void)
 /* Under --pool=all a fork child's first write to an arena page needs a free
  * page of the pool it came from (Documentation/mm/hugetlbfs_reserv.rst;
  * unmap_ref_private in mm/hugetlb.c), and a shell or xargs writes its heap
- * between fork and exec. The first arena (HP_MALLOC_ARENA, 64 MiB by
+ * between fork and exec. The first arena (HP_MALLOC_ARENA, 32 MiB by
  * default) takes one arena of the pool whole, so that much again must stay
  * free for the copies: warn when a pool the arenas may use (page size ps,
  * 0: any, no larger than the arena) has free pages but fewer free bytes
  * than two arenas. */
 static void pool_warning(uint64_t ps)
 {
-    uint64_t arena = (uint64_t)64 << 20, best_ps = 0, best = 0;
+    uint64_t arena = (uint64_t)32 << 20, best_ps = 0, best = 0;
     const char *env = getenv("HP_MALLOC_ARENA");
     if (env && parse_size(env, &arena))
-        arena = (uint64_t)64 << 20;  /* libhp-malloc uses its default and says so */
+        arena = (uint64_t)32 << 20;  /* libhp-malloc uses its default and says so */
     int32_t n = hp_backend_count();
     for (int32_t i = 0; i < n; i++) {
         struct hp_backend_info bi = HP_BACKEND_INFO_INIT;

@@ -13,9 +13,11 @@
  * populated when it is mapped, so the slack is populated too: steering the
  * mapping avoids that cost (up to 30 MiB per arena).
  *
- * Arenas grow in steps of a quarter of what they hold (at least
- * HP_MALLOC_ARENA, 64 MiB by default, at most 1 GiB), so that little of a
- * populated arena stays unused.
+ * The first arena is HP_MALLOC_ARENA (32 MiB, one segment, by default: a
+ * hugetlb arena is populated in the constructor, before main). Later ones
+ * grow in steps of a quarter of what the arenas hold (at least two
+ * segments, at most 1 GiB), so that little of a populated arena stays
+ * unused.
  *
  * Arenas are handed over as committed, zeroed and not "large"
  * (mi_manage_os_memory): committed memory is pinned (mimalloc never

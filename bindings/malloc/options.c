@@ -14,7 +14,7 @@
 
 struct hpm_options hpm_opt = {
     .large_min = (size_t)8 << 20,
-    .arena_min = (size_t)64 << 20,
+    .arena_min = (size_t)32 << 20,
     .ahead = 1,
 };
 
@@ -136,7 +136,7 @@ static const struct {
     const char *accepted;
 } table[] = {
     {"HP_MALLOC_LARGE", set_large, "a size from 64K to 16M (K/M suffix); default 8M"},
-    {"HP_MALLOC_ARENA", set_arena, "a multiple of 32M up to 64G; default 64M"},
+    {"HP_MALLOC_ARENA", set_arena, "a multiple of 32M up to 64G; default 32M"},
     {"HP_MALLOC_STATS", set_stats, "0, 1 (table at exit) or line (one line at exit)"},
     {"HP_MALLOC_STATS_FILE", set_stats_file, "an absolute path the stats are appended to"},
     {"HP_MALLOC_PAGE_SIZE", set_page_size, "a power of two from 4K (K/M/G suffix)"},

@@ -285,7 +285,7 @@ UNPROVOKED = {
     "hpctl run: warning: --pool=all: the <size> MiB hugetlb pool has <n> free pages, fewer than "
     "two <size> MiB arenas (<n>): a child that writes its heap before exec may die of SIGBUS "
     "(--pool keeps arenas off the pool)": "a hugetlb pool with fewer free pages than two "
-    "arenas: tests/malloc/pool_fork.py sets one (32 pages) and checks the warning",
+    "arenas: tests/malloc/pool_fork.py sets one (16 pages) and checks the warning",
     "hpctl run: pid <pid> (<command>) did not load libhp-malloc (statically linked, or setuid): "
     "nothing to report for it": "a static program: check-run.py runs one where the machine "
                                 "has it (ldconfig)",

@@ -8,7 +8,7 @@ copies.
 
     pool_fork.py HPCTL
 
-Sets the pool to 32 free pages (one 64 MiB arena's worth) under the
+Sets the pool to 16 free pages (one 32 MiB arena's worth) under the
 machine-wide knob lock and restores it on exit, as real_programs.py does.
 TAP output. Skips (exit 77) when not root or without a 2 MiB pool.
 """
@@ -67,7 +67,7 @@ def main():
         xargs_cmd = f"find {tree} -type f | xargs -n 7 cat | sort | uniq -c"
         want_xargs = run(["sh", "-c", xargs_cmd]).stdout
 
-        with pool_with_free(32):
+        with pool_with_free(16):
             free = int(open(FREE).read())
             print(f"# pool: {open(POOL).read().strip()} pages, {free} free")
 
@@ -102,16 +102,16 @@ def main():
 
             r = run([hpctl, "run", "--pool=all", "--", "true"])
             tap.ok(r.returncode == 0 and b"warning: --pool=all" in r.stderr and
-                   b"32 free pages" in r.stderr,
-                   "--pool=all with 32 free pages: one warning that the pool is too small",
+                   b"16 free pages" in r.stderr,
+                   "--pool=all with 16 free pages: one warning that the pool is too small",
                    repr(r.stderr))
             r = run([hpctl, "run", "--pool=all", "--", "sh", "-c",
                      "seq 1 200 | xargs -n1 echo | wc -l"])
-            print(f"# --pool=all, 32 free pages: the pipeline exits {r.returncode} "
+            print(f"# --pool=all, 16 free pages: the pipeline exits {r.returncode} "
                   "(the warned-of rule: SIGBUS is 135)")
             r = run([hpctl, "run", "--pool", "--", "true"])
             tap.ok(r.returncode == 0 and b"warning" not in r.stderr,
-                   "--pool with 32 free pages: no warning", repr(r.stderr))
+                   "--pool with 16 free pages: no warning", repr(r.stderr))
 
             r = run([hpctl, "run", "--", "true"], env={"HP_MALLOC_POOL": "all"})
             tap.ok(r.returncode == 0 and b"warning: --pool=all" in r.stderr and
