@@ -190,6 +190,7 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req, 
                        (unsigned long long)size, why);
     char tried[400] = "";
     int32_t rc = HP_ENOMEM;
+    int broken = n > 0;  /* every candidate's backend broke the rules of its mapping */
     uint64_t gen = hp_fork_gen();  /* before the map: see lib/fork.h */
     for (unsigned i = 0; i < n; i++) {
         struct hp_backend *b = &c->backends[plan[i].backend];
@@ -201,11 +202,14 @@ static int32_t map_fresh(struct hp_core *c, const struct hp_stack_request *req, 
             return HP_OK;
         }
         hp_backend_mark_stale(b);  /* its figures were wrong: re-read them next time */
+        broken &= rc == HP_EBACKEND;
         size_t used = strlen(tried);
         snprintf(tried + used, sizeof(tried) - used, "%s%s", used ? "; " : "",
                  hp_last_error_detail());
     }
-    if (huge && !(req->flags & HP_STACK_ALLOW_LEAN))
+    /* A plugin that broke the rules is HP_EBACKEND (hp/stack.h), huge or
+     * lean: the detail names it and the rule. */
+    if (huge && !(req->flags & HP_STACK_ALLOW_LEAN) && !broken)
         return hp_fail(HP_ENOHUGE, "no huge pages for a %llu-byte stack: %s%s%s",
                        (unsigned long long)req->usable, tried, why[0] ? "; " : "", why);
     return hp_fail(rc, "%s", tried);

@@ -186,7 +186,7 @@ static int b_map(void *self, const struct hp_map_request *req, struct hp_mapping
     int rc = good_map(req, out);
     if (rc == HP_OK && !first.addr)
         first = *out;
-    if (rc == HP_OK && bcase == BC_MAP_READONLY)
+    if (rc == HP_OK && (bcase == BC_MAP_READONLY || (bcase == BC_MAP_READONLY_STACK && req->guard)))
         host->os_protect(out->addr, out->len, PROT_READ);
     if (rc == HP_OK && bcase == BC_MAP_LEN_WRAP)
         out->map_len = UINT64_MAX - (uintptr_t)out->map_addr + 1 + 4096;

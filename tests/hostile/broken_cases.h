@@ -76,7 +76,8 @@
     X(BC_STACK_UNMAP_FAILS, "stack-unmap-fails") /* unmap fails for stacks */           \
     X(BC_MAP_RECURSES, "map-recurses")     /* map: hp_alloc_ex naming itself, first */    \
     X(BC_DESC_UNMAPPED, "desc-unmapped")   /* description: 8 letters, then unreadable */  \
-    X(BC_INIT_SLOW, "init-slow")           /* init: 300 ms (a thread cancelled in it) */
+    X(BC_INIT_SLOW, "init-slow")           /* init: 300 ms (a thread cancelled in it) */    \
+    X(BC_MAP_READONLY_STACK, "map-readonly-stack") /* map: PROT_READ memory, for a huge stack */
 
 enum broken_case {
 #define BROKEN_ENUM_(e, s) e,

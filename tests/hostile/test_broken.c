@@ -62,6 +62,7 @@ enum scenario {
     SC_REFUSED_FILE,   /* refused at load, the file listed with the reason */
     SC_STACK_FAILS,    /* hp_stack_destroy says the plugin could not unmap the stack */
     SC_CANCEL_INIT,    /* a thread cancelled in libhp's start-up: the next call sets up once */
+    SC_STACK_BROKEN,   /* a huge stack the plugin maps wrongly: HP_EBACKEND, not HP_ENOHUGE */
 };
 
 #define F_LOST 0x1         /* the plugin destroys the block: hp_realloc must fail cleanly */
@@ -140,6 +141,7 @@ static const struct bcase cases[] = {
     {BC_MAP_RECURSES, SC_WORKS, NULL, 0},
     {BC_DESC_UNMAPPED, SC_WORKS, NULL, 0},
     {BC_INIT_SLOW, SC_CANCEL_INIT, NULL, 0},
+    {BC_MAP_READONLY_STACK, SC_STACK_BROKEN, "not readable and writable", 0},
 };
 
 /* ---- in the child: one case ---- */
@@ -690,6 +692,20 @@ static int cancel_init(void)
     return 0;
 }
 
+/* Huge and lean stacks alike: a plugin that broke the rules of its
+ * mapping is HP_EBACKEND (hp/stack.h), naming the plugin and the rule. */
+static int stack_broken(const struct bcase *c)
+{
+    struct hp_stack_opts so = HP_STACK_OPTS_INIT;
+    so.flags = HP_STACK_HUGE;
+    struct hp_stack *s = hp_stack_create_ex(2 << 20, &so);
+    CHECK(!s && hp_last_error() == HP_EBACKEND && told(c->rule));
+    so.flags = 0;
+    s = hp_stack_create_ex(256 << 10, &so);
+    CHECK(!s && hp_last_error() == HP_EBACKEND && told(c->rule));
+    return 0;
+}
+
 /* The plugin's file refused at load, listed with the rule it broke. */
 static int refused_file(const struct bcase *c)
 {
@@ -867,6 +883,9 @@ static int run_case(const struct bcase *c)
         break;
     case SC_CANCEL_INIT:
         break;  /* above */
+    case SC_STACK_BROKEN:
+        rc = stack_broken(c);
+        break;
     case SC_GROW:
         rc = resize(c, 64 << 10, 1 << 20);
         break;
@@ -914,7 +933,7 @@ static void one_case(void **state)
         setenv("HP_BROKEN_CASE", name, 1);
         setenv("HP_DEBUG", "1", 1);
         if (c->sc == SC_POPULATE || c->sc == SC_REFUSED_NAMELESS || c->sc == SC_RECORD_KEPT ||
-            c->sc == SC_STACK_FAILS)
+            c->sc == SC_STACK_FAILS || c->sc == SC_STACK_BROKEN)
             setenv("HP_BACKENDS", "broken", 1);  /* stacks name no backend */
         if (c->sc == SC_CLAIM)
             setenv("HP_CACHE_MAX", "0", 1);  /* no cache: every free unmaps, no reaper thread */
